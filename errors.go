@@ -1,0 +1,119 @@
+package redlock
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-multierror"
+)
+
+// Outcomes callers branch on with errors.Is.
+var (
+	// ErrNotObtained reports that a lock, or an extension of one, could not
+	// be obtained: the key is held by someone else, or a majority of the
+	// nodes could not be reached in time, or reaching them used up the
+	// validity.
+	ErrNotObtained = errors.New("redlock: not obtained")
+
+	// ErrNotHeld reports that an operation on a Lock found it no longer
+	// held: its validity had ended, it was already released, or fewer than
+	// a majority of the nodes still held its token. A critical section that
+	// ends with ErrNotHeld may have overlapped another holder's.
+	ErrNotHeld = errors.New("redlock: lock not held")
+
+	// ErrInvalidArgument reports bad input: no nodes, a nil or repeated
+	// node, an empty key, a TTL too short to leave any validity, or an
+	// option out of range. The message says which.
+	ErrInvalidArgument = errors.New("redlock: invalid argument")
+
+	// ErrClosed reports an operation on a Client after Close.
+	ErrClosed = errors.New("redlock: client closed")
+)
+
+// Per-node outcomes, found inside a *QuorumError with errors.Is.
+var (
+	// ErrNodeTimeout reports that a node did not answer before its
+	// deadline (see WithNodeTimeout). Its command may still take effect.
+	ErrNodeTimeout = errors.New("redlock: node timed out")
+
+	// ErrNodeRefused reports that a node answered no: when locking, the key
+	// held another token; when extending or unlocking, it no longer held
+	// ours.
+	ErrNodeRefused = errors.New("redlock: node refused")
+)
+
+// A NodeError is what went wrong on one node during one operation.
+type NodeError struct {
+	Node    int           // index of the node in the slice given to New
+	Addr    string        // the node's address, or "node[i]" when the client does not expose one
+	Latency time.Duration // from the first request of the operation to the answer or the deadline
+	Err     error         // ErrNodeTimeout, ErrNodeRefused, the caller's ctx.Err(), or the driver's error
+}
+
+func (e *NodeError) Error() string {
+	return fmt.Sprintf("%s: %v after %v", e.Addr, e.Err, e.Latency.Round(10*time.Microsecond))
+}
+
+// Unwrap returns e.Err.
+func (e *NodeError) Unwrap() error { return e.Err }
+
+// A QuorumError reports an operation that did not get a majority of the
+// nodes, with the outcome of every node that did not vote yes.
+//
+// errors.Is matches a QuorumError against the outcome it stands for
+// (ErrNotObtained or ErrNotHeld) and against each node's error, so
+// errors.Is(err, ErrNodeTimeout) tells whether any node timed out.
+type QuorumError struct {
+	Op      string        // "lock", "extend" or "unlock"
+	Key     string        // the lock's key
+	Quorum  int           // yes votes needed: a majority of the nodes
+	Votes   int           // yes votes received before the outcome was decided
+	Elapsed time.Duration // from the first request to the decision
+	// Nodes holds one entry per node that voted no or failed before the
+	// outcome was decided; nodes that had not answered yet are absent.
+	Nodes []*NodeError
+
+	outcome error // ErrNotObtained or ErrNotHeld
+}
+
+func (e *QuorumError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%v: %s %q: %d of %d votes", e.outcome, e.Op, e.Key, e.Votes, e.Quorum)
+	if e.Votes >= e.Quorum {
+		fmt.Fprintf(&b, ", but no validity left after %v", e.Elapsed.Round(10*time.Microsecond))
+	}
+	if len(e.Nodes) > 0 {
+		b.WriteString(": ")
+		b.WriteString(e.nodeErrors().Error())
+	}
+	return b.String()
+}
+
+// Unwrap returns the outcome sentinel and the per-node errors.
+func (e *QuorumError) Unwrap() []error {
+	errs := []error{e.outcome}
+	if n := e.nodeErrors(); n != nil {
+		errs = append(errs, n)
+	}
+	return errs
+}
+
+// nodeErrors collects the per-node errors, or returns nil when there are none.
+func (e *QuorumError) nodeErrors() *multierror.Error {
+	if len(e.Nodes) == 0 {
+		return nil
+	}
+	m := &multierror.Error{ErrorFormat: func(errs []error) string {
+		s := make([]string, len(errs))
+		for i, err := range errs {
+			s[i] = err.Error()
+		}
+		return strings.Join(s, "; ")
+	}}
+	for _, n := range e.Nodes {
+		m = multierror.Append(m, n)
+	}
+	return m
+}

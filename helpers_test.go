@@ -1,0 +1,146 @@
+package redlock
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/alicebob/miniredis/v2/server"
+	"github.com/redis/go-redis/v9"
+)
+
+// minis is the unit tier's set of masters: in-process miniredis servers.
+type minis struct {
+	t       *testing.T
+	servers []*miniredis.Miniredis
+	clients []redis.UniversalClient
+}
+
+// newMinis starts n miniredis servers and a go-redis client for each, with
+// go-redis's defaults unless opt says otherwise.
+func newMinis(t *testing.T, n int, opt *redis.Options) *minis {
+	t.Helper()
+	m := &minis{t: t}
+	for range n {
+		s := miniredis.RunT(t)
+		o := redis.Options{}
+		if opt != nil {
+			o = *opt
+		}
+		o.Addr = s.Addr()
+		c := redis.NewClient(&o)
+		t.Cleanup(func() { _ = c.Close() })
+		m.servers = append(m.servers, s)
+		m.clients = append(m.clients, c)
+	}
+	return m
+}
+
+// client returns a Client over every server; it is closed when the test ends.
+func (m *minis) client(opts ...Option) *Client {
+	m.t.Helper()
+	c, err := New(m.clients, opts...)
+	if err != nil {
+		m.t.Fatalf("New: %v", err)
+	}
+	m.t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// values returns the value of key on every server, "" where it is absent.
+func (m *minis) values(key string) []string {
+	vs := make([]string, len(m.servers))
+	for i, s := range m.servers {
+		if s.Exists(key) {
+			vs[i], _ = s.Get(key)
+		}
+	}
+	return vs
+}
+
+// count returns on how many servers key holds value.
+func (m *minis) count(key, value string) int {
+	n := 0
+	for _, v := range m.values(key) {
+		if v == value {
+			n++
+		}
+	}
+	return n
+}
+
+// take sets key to token on server i, as another client's lock would.
+func (m *minis) take(i int, key, token string, ttl time.Duration) {
+	s := m.servers[i]
+	if err := s.Set(key, token); err != nil {
+		m.t.Fatal(err)
+	}
+	s.SetTTL(key, ttl)
+}
+
+// block makes server i hold every command until the returned function is
+// called (or the test ends), like a hung node. It returns a channel that
+// receives once for each command held, so tests can wait on the fact that a
+// request reached the node instead of sleeping.
+func (m *minis) block(i int) (arrived <-chan string, unblock func()) {
+	gate := make(chan struct{})
+	got := make(chan string, 100)
+	m.servers[i].Server().SetPreHook(func(_ *server.Peer, cmd string, _ ...string) bool {
+		select {
+		case got <- cmd:
+		default:
+		}
+		<-gate
+		return false
+	})
+	var once sync.Once
+	unblock = func() {
+		once.Do(func() {
+			m.servers[i].Server().SetPreHook(nil)
+			close(gate)
+		})
+	}
+	m.t.Cleanup(unblock)
+	return got, unblock
+}
+
+// fastForward moves every server's clock, expiring keys.
+func (m *minis) fastForward(d time.Duration) {
+	for _, s := range m.servers {
+		s.FastForward(d)
+	}
+}
+
+// settle waits until no goroutine of c is talking to a node: late replies
+// have arrived and their clean-up is done. Tests call it only when they
+// start no operation concurrently.
+func settle(c *Client) { c.bg.Wait() }
+
+// within runs f and fails the test if it has not returned after limit,
+// instead of letting a wrong implementation hang the suite.
+func within[T any](t *testing.T, limit time.Duration, what string, f func() T) T {
+	t.Helper()
+	done := make(chan T, 1)
+	go func() { done <- f() }()
+	select {
+	case v := <-done:
+		return v
+	case <-time.After(limit):
+		t.Fatalf("%s did not return within %v", what, limit)
+		panic("unreachable")
+	}
+}
+
+type lockResult struct {
+	l   *Lock
+	err error
+}
+
+func tryLock(c *Client, ctx context.Context, key string, ttl time.Duration) func() lockResult {
+	return func() lockResult {
+		l, err := c.TryLock(ctx, key, ttl)
+		return lockResult{l, err}
+	}
+}

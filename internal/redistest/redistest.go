@@ -1,0 +1,205 @@
+// Package redistest starts real redis-server processes for tests: each on a
+// free loopback port with its own temporary directory, stopped by its own
+// PID when the test ends. It can pause (SIGSTOP), resume, kill and restart a
+// server, which is what the integration and fault-injection tests need.
+//
+// A missing redis-server binary fails the test rather than skipping it: a
+// suite that silently skips its real-server tier proves nothing. Set
+// REDIS_SERVER to use a binary that is not on PATH.
+package redistest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Binary returns the redis-server binary to run, or an error that says how
+// to install it.
+func Binary() (string, error) {
+	if b := os.Getenv("REDIS_SERVER"); b != "" {
+		return b, nil
+	}
+	b, err := exec.LookPath("redis-server")
+	if err != nil {
+		return "", errors.New("redis-server not found on PATH: install it (Debian/Ubuntu: apt-get install redis-server; macOS: brew install redis) or set REDIS_SERVER")
+	}
+	return b, nil
+}
+
+// A Server is one redis-server process.
+type Server struct {
+	Addr string // 127.0.0.1:port
+	Dir  string // its working directory (RDB/AOF files)
+
+	t     testing.TB
+	bin   string
+	args  []string
+	mu    sync.Mutex
+	cmd   *exec.Cmd
+	exit  chan struct{} // closed when cmd has exited
+	pause bool
+}
+
+// Start starts one server. extra are further redis-server arguments, such
+// as "--appendonly", "yes". The server is killed when the test ends.
+func Start(t testing.TB, extra ...string) *Server {
+	t.Helper()
+	bin, err := Binary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{t: t, bin: bin, Dir: t.TempDir()}
+	var lastErr error
+	for try := 0; try < 5; try++ { // a free port can be taken between probe and bind
+		port, err := freePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		s.args = append([]string{
+			"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+			"--dir", s.Dir, "--save", "", "--appendonly", "no",
+			"--protected-mode", "no", "--daemonize", "no", "--logfile", "redis.log",
+			"--enable-debug-command", "local",
+		}, extra...)
+		if lastErr = s.start(); lastErr == nil {
+			t.Cleanup(s.kill)
+			return s
+		}
+	}
+	t.Fatalf("redistest: could not start redis-server: %v", lastErr)
+	return nil
+}
+
+// StartN starts n independent servers.
+func StartN(t testing.TB, n int, extra ...string) []*Server {
+	t.Helper()
+	ss := make([]*Server, n)
+	for i := range ss {
+		ss[i] = Start(t, extra...)
+	}
+	return ss
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// start runs the process and waits until it answers PING.
+func (s *Server) start() error {
+	cmd := exec.Command(s.bin, s.args...)
+	cmd.Dir = s.Dir
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	exit := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exit) }()
+	s.mu.Lock()
+	s.cmd, s.exit, s.pause = cmd, exit, false
+	s.mu.Unlock()
+
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, DialTimeout: time.Second})
+	defer c.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := c.Ping(ctx).Err()
+		cancel()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-exit:
+			log, _ := os.ReadFile(filepath.Join(s.Dir, "redis.log"))
+			return fmt.Errorf("redis-server on %s exited: %s", s.Addr, log)
+		default:
+		}
+		if time.Now().After(deadline) {
+			s.kill()
+			return fmt.Errorf("redis-server on %s did not answer PING: %v", s.Addr, err)
+		}
+		time.Sleep(5 * time.Millisecond) // polling a process we do not control; no signal exists
+	}
+}
+
+// Client returns a go-redis client for the server with go-redis's default
+// options (3 s read timeout, 3 retries) unless opt says otherwise; opt.Addr
+// is filled in. The client is closed when the test ends.
+func (s *Server) Client(opt *redis.Options) *redis.Client {
+	o := redis.Options{}
+	if opt != nil {
+		o = *opt
+	}
+	o.Addr = s.Addr
+	c := redis.NewClient(&o)
+	s.t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func (s *Server) signal(sig syscall.Signal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil || s.cmd.Process == nil {
+		return
+	}
+	_ = s.cmd.Process.Signal(sig)
+	switch sig {
+	case syscall.SIGSTOP:
+		s.pause = true
+	case syscall.SIGCONT:
+		s.pause = false
+	}
+}
+
+// Pause stops the process with SIGSTOP: it keeps its sockets and data but
+// answers nothing, like a hung or swapped-out server.
+func (s *Server) Pause() { s.signal(syscall.SIGSTOP) }
+
+// Resume continues a paused process with SIGCONT.
+func (s *Server) Resume() { s.signal(syscall.SIGCONT) }
+
+// Kill ends the process with SIGKILL and waits for it. Its data is lost
+// unless it was persisted.
+func (s *Server) Kill() { s.kill() }
+
+func (s *Server) kill() {
+	s.mu.Lock()
+	cmd, exit, paused := s.cmd, s.exit, s.pause
+	s.cmd = nil
+	s.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	if paused {
+		_ = cmd.Process.Signal(syscall.SIGCONT)
+	}
+	_ = cmd.Process.Kill()
+	<-exit
+}
+
+// Restart kills the server and starts it again on the same port and
+// directory, with the same arguments.
+func (s *Server) Restart() {
+	s.t.Helper()
+	s.kill()
+	if err := s.start(); err != nil {
+		s.t.Fatalf("redistest: restart: %v", err)
+	}
+}

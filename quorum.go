@@ -1,0 +1,227 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+// quorum is the number of votes that make a majority of n nodes.
+func quorum(n int) int { return n/2 + 1 }
+
+// A round is one operation sent to every node in parallel and decided by
+// majority. It is decided the moment the outcome is known: a majority voted
+// yes, or so many voted no or failed that a majority is out of reach. Nodes
+// that have not answered by then are not waited for; their goroutines finish
+// on their own (see hold for what a late acquire reply does).
+type round struct {
+	op, key string
+	quorum  int
+	start   time.Time
+	yes     int
+	decided time.Time    // when the deciding reply arrived or the deadline passed
+	failed  []*NodeError // the nodes that voted no or failed before the decision
+	refused int          // how many of failed answered no (ErrNodeRefused)
+}
+
+func (r *round) won() bool { return r.yes >= r.quorum }
+
+// elapsed is how long the round took to decide.
+func (r *round) elapsed() time.Duration { return r.decided.Sub(r.start) }
+
+func (r *round) error(outcome error) *QuorumError {
+	return &QuorumError{
+		Op: r.op, Key: r.key, Quorum: r.quorum, Votes: r.yes,
+		Elapsed: r.elapsed(), Nodes: r.failed, outcome: outcome,
+	}
+}
+
+// nodeCall is what a round does on one node. It runs in its own goroutine,
+// may outlive the round, and returns the node's vote: true for yes; false
+// with a nil error for no; or an error.
+type nodeCall func(ctx context.Context, n *node) (bool, error)
+
+type vote struct {
+	node int
+	yes  bool
+	err  error
+	at   time.Time
+}
+
+// fanOut sends call to every node not skipped, each under its own deadline,
+// and returns the decided round. skip[i], when not nil, is node i's failure,
+// counted without sending anything. The deadline is enforced here, whatever
+// the driver's own timeouts: a node that has not answered by then counts as
+// failed with ErrNodeTimeout. If ctx ends first, the nodes not yet answered
+// count as failed with ctx.Err().
+func (c *Client) fanOut(ctx context.Context, op, key string, deadline time.Time, skip []error, call nodeCall) *round {
+	r := &round{op: op, key: key, quorum: c.quorum, start: time.Now()}
+	n := len(c.nodes)
+	votes := make(chan vote, n) // buffered: a late node never blocks
+	pending := make([]bool, n)
+	npending := 0
+	for i, nd := range c.nodes {
+		if skip != nil && skip[i] != nil {
+			r.record(nd, skip[i], r.start)
+			continue
+		}
+		pending[i] = true
+		npending++
+		c.bg.Add(1)
+		go func() {
+			defer c.bg.Done()
+			nctx, cancel := context.WithDeadline(ctx, deadline)
+			yes, err := call(nctx, nd)
+			cancel()
+			votes <- vote{node: nd.index, yes: yes, err: err, at: time.Now()}
+		}()
+	}
+
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	for npending > 0 && !r.decidedBy(n) {
+		select {
+		case v := <-votes:
+			pending[v.node] = false
+			npending--
+			r.decided = v.at
+			switch {
+			case v.yes:
+				r.yes++
+			case v.err == nil:
+				r.record(c.nodes[v.node], ErrNodeRefused, v.at)
+			default:
+				r.record(c.nodes[v.node], c.nodeErr(ctx, v.err), v.at)
+			}
+			continue
+		case <-timer.C:
+			r.decided = deadline
+			r.failPending(c.nodes, pending, ErrNodeTimeout)
+		case <-ctx.Done():
+			r.decided = time.Now()
+			r.failPending(c.nodes, pending, ctx.Err())
+		}
+		break
+	}
+	if r.decided.IsZero() { // every node was skipped
+		r.decided = r.start
+	}
+	return r
+}
+
+// decidedBy reports whether the outcome among n nodes is known.
+func (r *round) decidedBy(n int) bool {
+	return r.yes >= r.quorum || len(r.failed) > n-r.quorum
+}
+
+func (r *round) record(nd *node, err error, at time.Time) {
+	if errors.Is(err, ErrNodeRefused) {
+		r.refused++
+	}
+	r.failed = append(r.failed, &NodeError{Node: nd.index, Addr: nd.addr, Latency: at.Sub(r.start), Err: err})
+}
+
+func (r *round) failPending(nodes []*node, pending []bool, err error) {
+	for i, p := range pending {
+		if p {
+			r.record(nodes[i], err, r.decided)
+		}
+	}
+}
+
+// nodeErr names a node's error for the caller: the caller's own
+// cancellation as ctx.Err(), and the node's deadline (which the driver
+// reports as context.DeadlineExceeded when ContextTimeoutEnabled is set) as
+// ErrNodeTimeout, so that errors.Is(err, context.DeadlineExceeded) only ever
+// means the caller's context.
+func (c *Client) nodeErr(ctx context.Context, err error) error {
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return ctxErr
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return ErrNodeTimeout
+	}
+	return err
+}
+
+// A hold is one node's part in one lock: the state of its acquire call, so
+// that neither a failed attempt nor Unlock can miss a key set by a reply that
+// arrived after the round was decided.
+//
+// Exactly one side releases the node: whoever comes second of "the acquire
+// call returned" (finish) and "the lock gave the node up" (abandon). When the
+// late side is the acquire goroutine itself, its release is sent after its
+// SET was answered, never before it on another connection.
+type hold struct {
+	done chan struct{} // closed when the acquire call returned
+
+	mu        sync.Mutex
+	mayHold   bool // it returned yes or an error: the key may hold our token
+	abandoned bool // the lock gave this node up: a late yes must be released
+}
+
+func newHolds(n int) []*hold {
+	hs := make([]*hold, n)
+	for i := range hs {
+		hs[i] = &hold{done: make(chan struct{})}
+	}
+	return hs
+}
+
+// finish records the acquire call's result and reports whether the caller
+// must now release the node, because the lock already gave it up.
+func (h *hold) finish(yes bool, err error) (release bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.mayHold = yes || err != nil
+	close(h.done)
+	return h.abandoned && h.mayHold
+}
+
+func (h *hold) finished() bool {
+	select {
+	case <-h.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// abandon gives the node up and reports whether the caller must release it
+// now: only when the acquire call already returned and may have set the key.
+// If the call is still running, finish will report the release to it.
+func (h *hold) abandon() (release bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.abandoned {
+		return false
+	}
+	h.abandoned = true
+	return h.finished() && h.mayHold
+}
+
+// refused reports whether the node's acquire call answered no, so the key
+// there is known not to hold our token.
+func (h *hold) refused() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.finished() && !h.mayHold
+}
+
+// await waits, within ctx, for the acquire call on this node, so that an
+// Extend or Unlock right after a lock was won does not overtake a SET that
+// is still on its way: the node was merely slower than the majority. It
+// returns ErrNodeRefused when the node refused the lock, and ctx's error if
+// the call is still running.
+func (h *hold) await(ctx context.Context) error {
+	select {
+	case <-h.done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if h.refused() {
+		return ErrNodeRefused
+	}
+	return nil
+}

@@ -1,0 +1,516 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+)
+
+// Defaults for the options.
+const (
+	// DefaultMaxNodeTimeout caps the default per-node deadline, which is
+	// otherwise a tenth of the TTL.
+	DefaultMaxNodeTimeout = 250 * time.Millisecond
+	// DefaultRetryMin and DefaultRetryMax bound Lock's wait between attempts.
+	DefaultRetryMin = 10 * time.Millisecond
+	DefaultRetryMax = 250 * time.Millisecond
+)
+
+// An Option configures a Client. Options are checked by New, which returns
+// an error matching ErrInvalidArgument for a value out of range.
+type Option func(*config) error
+
+type config struct {
+	nodeTimeout time.Duration // 0: derived from the TTL
+	driftFactor float64
+	retryMin    time.Duration
+	retryMax    time.Duration
+}
+
+// WithNodeTimeout sets the deadline each node has to answer one request,
+// enforced by the Client whatever the go-redis client's own timeouts are. A
+// node that misses it counts as failed (ErrNodeTimeout) for that request.
+//
+// The default is a tenth of the TTL (or of the extension), at most
+// DefaultMaxNodeTimeout, so that an attempt always leaves most of the
+// validity. d must be positive.
+func WithNodeTimeout(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: node timeout %v is not positive", ErrInvalidArgument, d)
+		}
+		c.nodeTimeout = d
+		return nil
+	}
+}
+
+// WithDriftFactor sets the share of the TTL given up for clock drift
+// between the client and the masters: validity = ttl − elapsed − (ttl·f + 2 ms).
+// The default is DefaultDriftFactor (0.01). f must be in [0, 1).
+func WithDriftFactor(f float64) Option {
+	return func(c *config) error {
+		if !(f >= 0 && f < 1) { // also rejects NaN
+			return fmt.Errorf("%w: drift factor %v is not in [0, 1)", ErrInvalidArgument, f)
+		}
+		c.driftFactor = f
+		return nil
+	}
+}
+
+// WithRetryDelay bounds Lock's jittered, capped exponential backoff: the
+// k-th wait (from 0) is drawn uniformly from [min, min(max, min·2^(k+1))],
+// so competing clients fall out of step. The defaults are DefaultRetryMin
+// and DefaultRetryMax. It requires 0 < min ≤ max.
+func WithRetryDelay(min, max time.Duration) Option {
+	return func(c *config) error {
+		if min <= 0 || max < min {
+			return fmt.Errorf("%w: retry delay [%v, %v] needs 0 < min ≤ max", ErrInvalidArgument, min, max)
+		}
+		c.retryMin, c.retryMax = min, max
+		return nil
+	}
+}
+
+// A Client takes locks over a set of independent Redis masters with the
+// Redlock algorithm. A Client is safe for concurrent use.
+//
+// Every operation sends its requests to all masters in parallel and returns
+// as soon as its outcome is known; requests still in flight then finish in
+// goroutines of the Client, which release anything a late reply set. Those
+// goroutines end on their own, bounded by the node deadline and the
+// go-redis client's timeouts; Close waits for them.
+type Client struct {
+	nodes  []*node
+	quorum int
+	cfg    config
+
+	mu     sync.RWMutex // guards closed against bg.Add after bg.Wait
+	closed bool
+	bg     sync.WaitGroup // goroutines still talking to nodes
+}
+
+// New returns a Client over nodes, which must be independent masters (not
+// replicas of each other, not one server given twice): a majority,
+// len(nodes)/2+1, of them must agree for a lock to be held. The Client does
+// not take ownership of the node clients; closing them is the caller's job.
+//
+// New returns an error matching ErrInvalidArgument when nodes is empty,
+// holds a nil client or the same server twice (recognised by address for
+// *redis.Client, by identity otherwise), or an option is out of range.
+func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
+	ns, err := newNodes(nodes)
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{
+		nodes:  ns,
+		quorum: quorum(len(ns)),
+		cfg: config{
+			driftFactor: DefaultDriftFactor,
+			retryMin:    DefaultRetryMin,
+			retryMax:    DefaultRetryMax,
+		},
+	}
+	for i, o := range opts {
+		if o == nil {
+			return nil, fmt.Errorf("%w: option %d is nil", ErrInvalidArgument, i)
+		}
+		if err := o(&c.cfg); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// Close waits until no goroutine of the Client is talking to a node any more
+// (late replies and their clean-up), then returns nil. Operations started
+// after Close return ErrClosed. Close does not release held locks and does
+// not close the node clients. It may wait as long as the go-redis clients'
+// own timeouts when a node is hung.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	c.bg.Wait()
+	return nil
+}
+
+// TryLock makes one attempt to take the lock on key for ttl.
+//
+// It sets key to a fresh random token with expiry ttl (rounded down to whole
+// milliseconds) on every node not already holding it, in parallel, and
+// returns as soon as a majority said yes or a majority became impossible. The
+// lock is held if a majority said yes and validity is left:
+// ttl − elapsed − (ttl·driftFactor + 2 ms) > 0. Lock.Until tells when that
+// validity ends.
+//
+// On failure TryLock returns an error matching ErrNotObtained, with a
+// *QuorumError for errors.As, and releases the key on every node that may
+// hold its token (those that answered at once; the others as soon as their
+// late reply arrives). If ctx ended, the error also matches ctx.Err(). Bad
+// input returns an error matching ErrInvalidArgument.
+func (c *Client) TryLock(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
+	ttl, err := c.checkLock(ctx, key, ttl)
+	if err != nil {
+		return nil, err
+	}
+	l, err := c.attempt(ctx, key, ttl)
+	if err != nil {
+		return nil, withCtx(ctx, err)
+	}
+	return l, nil
+}
+
+// Lock takes the lock on key for ttl, waiting until it is obtained or ctx
+// ends. It makes an attempt like TryLock, and after each failure waits a
+// jittered, growing delay (see WithRetryDelay) before the next.
+//
+// When ctx ends first, Lock returns an error that matches both
+// ErrNotObtained and ctx.Err() with errors.Is, and wraps the last attempt's
+// *QuorumError if there was one. Bad input returns an error matching
+// ErrInvalidArgument without any attempt.
+func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
+	ttl, err := c.checkLock(ctx, key, ttl)
+	if err != nil {
+		return nil, err
+	}
+	var timer *time.Timer
+	for k := 0; ; k++ {
+		l, err := c.attempt(ctx, key, ttl)
+		if err == nil {
+			return l, nil
+		}
+		if !errors.Is(err, ErrNotObtained) || ctx.Err() != nil {
+			return nil, withCtx(ctx, err)
+		}
+		d := c.cfg.backoff(k)
+		if timer == nil {
+			timer = time.NewTimer(d)
+			defer timer.Stop()
+		} else {
+			timer.Reset(d)
+		}
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+			return nil, withCtx(ctx, err)
+		}
+	}
+}
+
+// withCtx makes err match ctx.Err() as well when ctx has ended.
+func withCtx(ctx context.Context, err error) error {
+	if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
+		return fmt.Errorf("%w (%w)", err, ctxErr)
+	}
+	return err
+}
+
+// backoff is the wait after the k-th failed attempt (from 0).
+func (cfg *config) backoff(k int) time.Duration {
+	hi := cfg.retryMax
+	if k < 62 && cfg.retryMin <= cfg.retryMax>>(k+1) {
+		hi = cfg.retryMin << (k + 1)
+	}
+	return cfg.retryMin + rand.N(hi-cfg.retryMin+1)
+}
+
+// checkLock validates TryLock and Lock arguments and returns ttl rounded
+// down to what Redis is told (whole milliseconds), so that validity is
+// computed from the expiry the nodes really apply.
+func (c *Client) checkLock(ctx context.Context, key string, ttl time.Duration) (time.Duration, error) {
+	if ctx == nil {
+		return 0, fmt.Errorf("%w: nil context", ErrInvalidArgument)
+	}
+	if key == "" {
+		return 0, fmt.Errorf("%w: empty key", ErrInvalidArgument)
+	}
+	return c.checkTTL(ttl)
+}
+
+func (c *Client) checkTTL(ttl time.Duration) (time.Duration, error) {
+	ttl = ttl.Truncate(time.Millisecond)
+	if !ttlLeavesValidity(ttl, c.cfg.driftFactor) {
+		return 0, fmt.Errorf("%w: ttl %v leaves no validity after drift %v", ErrInvalidArgument, ttl, drift(ttl, c.cfg.driftFactor))
+	}
+	return ttl, nil
+}
+
+// nodeTimeout is the per-node deadline for a request about a lock of ttl.
+func (c *Client) nodeTimeout(ttl time.Duration) time.Duration {
+	if c.cfg.nodeTimeout > 0 {
+		return c.cfg.nodeTimeout
+	}
+	return min(ttl/10, DefaultMaxNodeTimeout)
+}
+
+// deadline is when a round started at start stops waiting for nodes: at the
+// node deadline, but never past the end of the validity it could win, since
+// a later yes would be worthless.
+func (c *Client) deadline(start time.Time, ttl time.Duration) time.Time {
+	d := start.Add(c.nodeTimeout(ttl))
+	if end := validUntil(start, ttl, c.cfg.driftFactor); end.Before(d) {
+		return end
+	}
+	return d
+}
+
+// enter registers an operation; it fails once the Client is closed.
+func (c *Client) enter() error {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.closed {
+		return ErrClosed
+	}
+	c.bg.Add(1)
+	return nil
+}
+
+// attempt is one acquisition round (Redlock spec, steps 1–4).
+func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
+	if err := c.enter(); err != nil {
+		return nil, err
+	}
+	defer c.bg.Done()
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrNotObtained, err)
+	}
+	// A fresh token per attempt: a late release from an earlier, failed
+	// attempt can then never remove a key this attempt counted.
+	id, err := uuid.NewRandom()
+	if err != nil {
+		return nil, fmt.Errorf("redlock: token: %w", err)
+	}
+	l := &Lock{c: c, key: key, token: id.String(), ttl: ttl, holds: newHolds(len(c.nodes))}
+
+	start := time.Now()
+	r := c.fanOut(ctx, "lock", key, c.deadline(start, ttl), nil, func(ctx context.Context, n *node) (bool, error) {
+		yes, err := n.acquire(ctx, key, l.token, ttl)
+		if l.holds[n.index].finish(yes, err) {
+			c.releaseNode(n, key, l.token, ttl)
+		}
+		return yes, err
+	})
+	if r.won() && validity(ttl, r.elapsed(), c.cfg.driftFactor) > 0 {
+		l.until = validUntil(r.start, ttl, c.cfg.driftFactor)
+		return l, nil
+	}
+	// Spec step 4: release everywhere, including nodes that failed or timed
+	// out, since their SET may have landed and only the reply been lost.
+	l.abandon(ttl)
+	return nil, r.error(ErrNotObtained)
+}
+
+// releaseNode deletes key on n if it holds token, in the background, under
+// the node deadline; it is clean-up whose result nobody waits for.
+func (c *Client) releaseNode(n *node, key, token string, ttl time.Duration) {
+	c.bg.Add(1)
+	go func() {
+		defer c.bg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), c.nodeTimeout(ttl))
+		defer cancel()
+		_, _ = n.release(ctx, key, token)
+	}()
+}
+
+// A Lock is a lock obtained by TryLock or Lock. It is safe for concurrent
+// use. Its methods do not panic on a nil *Lock; they report ErrNotHeld.
+type Lock struct {
+	c     *Client
+	key   string
+	token string
+	holds []*hold // per node, indexed like c.nodes
+
+	mu       sync.Mutex
+	ttl      time.Duration // of the last successful acquisition or extension
+	until    time.Time
+	released bool
+}
+
+// Key returns the locked key.
+func (l *Lock) Key() string { return l.key }
+
+// Token returns the random token that identifies this holder on the nodes.
+func (l *Lock) Token() string { return l.token }
+
+// Until returns the end of the lock's validity on the local monotonic clock:
+// until then, no other client can hold the lock as long as the nodes' clocks
+// run at a rate within the drift factor of this one's. Compare it with
+// time.Now(), not with a wall-clock time from elsewhere. After Unlock, or
+// once the lock was found lost, Until is in the past.
+func (l *Lock) Until() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.until
+}
+
+// Extend sets the remaining lifetime of the lock to ttl on every node that
+// still holds its token, in parallel (Redlock spec, step 6). It succeeds when
+// a majority extended before the current validity ended, and then moves Until
+// to the start of the extension + ttl − drift. An extension never re-creates
+// a key that expired.
+//
+// Extend returns an error matching ErrNotHeld, and makes Until the past, when
+// the lock was released, its validity had ended, or so many nodes said our
+// token is gone that no majority holds it. It returns an error matching
+// ErrNotObtained when a majority could not be reached for other reasons
+// (timeouts, errors, ctx); Until is then unchanged, and the lock may still
+// be held until then. Failures carry a *QuorumError. Bad input returns an
+// error matching ErrInvalidArgument.
+func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
+	if l == nil {
+		return ErrNotHeld
+	}
+	if ctx == nil {
+		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
+	}
+	c := l.c
+	ttl, err := c.checkTTL(ttl)
+	if err != nil {
+		return err
+	}
+	until, err := l.heldUntil()
+	if err != nil {
+		return err
+	}
+	if err := c.enter(); err != nil {
+		return err
+	}
+	defer c.bg.Done()
+
+	start := time.Now()
+	deadline := c.deadline(start, ttl)
+	if until.Before(deadline) {
+		deadline = until // a majority after the validity ended is too late
+	}
+	r := c.fanOut(ctx, "extend", l.key, deadline, l.refusedNodes(), func(ctx context.Context, n *node) (bool, error) {
+		if err := l.holds[n.index].await(ctx); err != nil {
+			return false, refusalAsVote(err)
+		}
+		return n.extend(ctx, l.key, l.token, ttl)
+	})
+
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case l.released:
+		return r.error(ErrNotHeld) // Unlock ran meanwhile
+	case r.won() && r.decided.Before(l.until) && validity(ttl, r.elapsed(), c.cfg.driftFactor) > 0:
+		l.ttl, l.until = ttl, validUntil(start, ttl, c.cfg.driftFactor)
+		return nil
+	case r.refused > len(c.nodes)-c.quorum || !r.decided.Before(l.until):
+		l.until = r.decided // lost: no majority holds our token
+		return r.error(ErrNotHeld)
+	}
+	return withCtx(ctx, r.error(ErrNotObtained))
+}
+
+// heldUntil returns the lock's validity end, or ErrNotHeld if the lock was
+// released or its validity ended.
+func (l *Lock) heldUntil() (time.Time, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.released {
+		return time.Time{}, fmt.Errorf("%w: %q was released", ErrNotHeld, l.key)
+	}
+	if !time.Now().Before(l.until) {
+		return time.Time{}, fmt.Errorf("%w: validity of %q ended", ErrNotHeld, l.key)
+	}
+	return l.until, nil
+}
+
+// Unlock releases the lock: it deletes the key on every node where it still
+// holds this lock's token, in parallel and under per-node deadlines, and
+// never touches a key that holds another token. It returns as soon as the
+// outcome is known; deletes still in flight finish in the background.
+//
+// Unlock returns nil when a majority deleted the key before the validity
+// ended. Otherwise it returns an error matching ErrNotHeld, with a
+// *QuorumError when nodes were asked: the lock had expired, been taken over,
+// or its nodes did not answer, so the critical section may have overlapped
+// another holder's. A second Unlock returns ErrNotHeld without contacting the
+// nodes.
+//
+// The deletes are sent even if ctx is already cancelled, so that an
+// abandoned request does not leave its lock behind until the TTL; Unlock
+// waits for them at most the node deadline.
+func (l *Lock) Unlock(ctx context.Context) error {
+	if l == nil {
+		return ErrNotHeld
+	}
+	if ctx == nil {
+		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
+	}
+	c := l.c
+	l.mu.Lock()
+	if l.released {
+		l.mu.Unlock()
+		return fmt.Errorf("%w: %q was already released", ErrNotHeld, l.key)
+	}
+	l.released = true
+	until, ttl := l.until, l.ttl
+	l.mu.Unlock()
+	if err := c.enter(); err != nil {
+		return err
+	}
+	defer c.bg.Done()
+
+	start := time.Now()
+	r := c.fanOut(context.WithoutCancel(ctx), "unlock", l.key, start.Add(c.nodeTimeout(ttl)), l.refusedNodes(),
+		func(ctx context.Context, n *node) (bool, error) {
+			h := l.holds[n.index]
+			err := h.await(ctx)
+			if !h.abandon() {
+				// Refused, or the acquire call is still running and
+				// will release the node itself when it returns.
+				return false, refusalAsVote(err)
+			}
+			return n.release(ctx, l.key, l.token)
+		})
+
+	l.mu.Lock()
+	if r.decided.Before(l.until) {
+		l.until = r.decided
+	}
+	l.mu.Unlock()
+	if r.won() && r.decided.Before(until) {
+		return nil
+	}
+	return r.error(ErrNotHeld)
+}
+
+// refusedNodes marks the nodes that refused the lock when it was taken:
+// Extend and Unlock need not ask them, and count them as refusals.
+func (l *Lock) refusedNodes() []error {
+	skip := make([]error, len(l.holds))
+	for i, h := range l.holds {
+		if h.refused() {
+			skip[i] = ErrNodeRefused
+		}
+	}
+	return skip
+}
+
+// refusalAsVote turns ErrNodeRefused into a no vote (false, nil) for fanOut.
+func refusalAsVote(err error) error {
+	if errors.Is(err, ErrNodeRefused) {
+		return nil
+	}
+	return err
+}
+
+// abandon gives up every node of a failed attempt and releases those that
+// may hold our token; nodes still answering release themselves.
+func (l *Lock) abandon(ttl time.Duration) {
+	for i := range l.holds {
+		if l.holds[i].abandon() {
+			l.c.releaseNode(l.c.nodes[i], l.key, l.token, ttl)
+		}
+	}
+}

@@ -1,0 +1,15 @@
+-- acquire: take KEYS[1] for token ARGV[1] for ARGV[2] milliseconds.
+-- Returns 1 when the key now holds our token, 0 when another token holds it.
+--
+-- SET NX PX sets the value and its expiry in one step (pitfall 1: SETNX then
+-- EXPIRE). The second branch makes a re-send idempotent: when the driver
+-- re-sends this script after a lost reply, the first send may already have
+-- set our token, and that must count as success, not as "taken".
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return 1
+end
+-- pcall: a key of another type is simply not ours.
+if redis.pcall('GET', KEYS[1]) == ARGV[1] then
+  return 1
+end
+return 0
