@@ -138,7 +138,7 @@ type lockResult struct {
 	err error
 }
 
-func tryLock(c *Client, ctx context.Context, key string, ttl time.Duration) func() lockResult {
+func tryLock(ctx context.Context, c *Client, key string, ttl time.Duration) func() lockResult {
 	return func() lockResult {
 		l, err := c.TryLock(ctx, key, ttl)
 		return lockResult{l, err}

@@ -167,7 +167,7 @@ func TestTryLockReturnsAtMajority(t *testing.T) {
 	c := m.client(WithNodeTimeout(time.Hour))
 	m.block(3)
 	m.block(4)
-	r := within(t, scaled(5*time.Second), "TryLock with 2 of 5 nodes hung", tryLock(c, bg, "k", time.Minute))
+	r := within(t, scaled(5*time.Second), "TryLock with 2 of 5 nodes hung", tryLock(bg, c, "k", time.Minute))
 	if r.err != nil {
 		t.Fatalf("TryLock: %v", r.err)
 	}
@@ -183,7 +183,7 @@ func TestTryLockFailsAtImpossibleMajority(t *testing.T) {
 	}
 	m.block(3)
 	m.block(4)
-	r := within(t, scaled(5*time.Second), "TryLock with 3 refusals and 2 hung nodes", tryLock(c, bg, "k", time.Minute))
+	r := within(t, scaled(5*time.Second), "TryLock with 3 refusals and 2 hung nodes", tryLock(bg, c, "k", time.Minute))
 	var qe *QuorumError
 	if !errors.Is(r.err, ErrNotObtained) || !errors.As(r.err, &qe) {
 		t.Fatalf("TryLock: %v, want ErrNotObtained with a *QuorumError", r.err)
@@ -211,7 +211,7 @@ func TestNodeDeadlineIsEnforcedByTheLibrary(t *testing.T) {
 			m.block(3)
 			m.block(4)
 			start := time.Now()
-			r := within(t, scaled(10*time.Second), "TryLock", tryLock(c, bg, "k", time.Minute))
+			r := within(t, scaled(10*time.Second), "TryLock", tryLock(bg, c, "k", time.Minute))
 			took := time.Since(start)
 			if !errors.Is(r.err, ErrNotObtained) || !errors.Is(r.err, ErrNodeTimeout) {
 				t.Fatalf("TryLock: %v, want ErrNotObtained with ErrNodeTimeout", r.err)
@@ -252,7 +252,7 @@ func TestLateReplyAfterUnlockIsReleased(t *testing.T) {
 	c := m.client(WithNodeTimeout(time.Hour))
 	arrived3, unblock3 := m.block(3)
 	arrived4, unblock4 := m.block(4)
-	r := within(t, scaled(5*time.Second), "TryLock", tryLock(c, bg, "k", time.Minute))
+	r := within(t, scaled(5*time.Second), "TryLock", tryLock(bg, c, "k", time.Minute))
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
@@ -367,7 +367,7 @@ func TestSlowMajorityIsNotObtained(t *testing.T) {
 	}
 	const ttl = 20 * time.Millisecond
 	done := make(chan lockResult, 1)
-	go func() { done <- tryLock(c, bg, "k", ttl)() }()
+	go func() { done <- tryLock(bg, c, "k", ttl)() }()
 	wg.Wait() // every SET reached its node ...
 	var r lockResult
 	select {
@@ -741,7 +741,6 @@ func recordCommands(m *minis, i int) func() []string {
 type commandRecorder struct {
 	mu   sync.Mutex
 	cmds []string
-	on   bool
 }
 
 func (r *commandRecorder) DialHook(next redis.DialHook) redis.DialHook { return next }

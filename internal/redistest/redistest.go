@@ -133,7 +133,7 @@ func (s *Server) start() error {
 		}
 		if time.Now().After(deadline) {
 			s.kill()
-			return fmt.Errorf("redis-server on %s did not answer PING: %v", s.Addr, err)
+			return fmt.Errorf("redis-server on %s did not answer PING: %w", s.Addr, err)
 		}
 		time.Sleep(5 * time.Millisecond) // polling a process we do not control; no signal exists
 	}

@@ -1,0 +1,37 @@
+# Targets match the README. `make test` is what CI runs.
+
+GOLANGCI_LINT_VERSION := v2.15.0
+GOBIN := $(shell go env GOPATH)/bin
+GOLANGCI_LINT := $(GOBIN)/golangci-lint
+
+.PHONY: test check lint race fuzz bench demo
+
+## test: formatting, vet, lint, then every test with the race detector (needs redis-server; installed when missing)
+test: check race fuzz
+
+check: lint
+	@unformatted=$$(gofmt -l .); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
+	go vet ./...
+
+lint: $(GOLANGCI_LINT)
+	$(GOLANGCI_LINT) run ./...
+
+$(GOLANGCI_LINT):
+	go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+
+race:
+	scripts/ensure-redis.sh
+	go test -race -count=1 ./...
+
+## fuzz: a short run of the fuzz targets (longer: make fuzz FUZZTIME=5m)
+FUZZTIME ?= 10s
+fuzz:
+	go test -run '^$$' -fuzz FuzzValidity -fuzztime $(FUZZTIME) .
+
+## bench: benchmarks on real redis-server processes (compare runs with benchstat)
+bench:
+	scripts/ensure-redis.sh
+	go test -run '^$$' -bench . -benchmem -count 6 .
+
+demo:
+	go run ./cmd/redlock-demo

@@ -1,0 +1,103 @@
+package redlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-go/redlock"
+)
+
+// fiveMasters starts five in-process masters so the examples run anywhere;
+// in production these are five independent redis-server instances.
+func fiveMasters() (nodes []redis.UniversalClient, stop func()) {
+	var servers []*miniredis.Miniredis
+	for range 5 {
+		s := miniredis.NewMiniRedis()
+		if err := s.Start(); err != nil {
+			panic(err)
+		}
+		servers = append(servers, s)
+		nodes = append(nodes, redis.NewClient(&redis.Options{Addr: s.Addr()}))
+	}
+	return nodes, func() {
+		for i, s := range servers {
+			_ = nodes[i].Close()
+			s.Close()
+		}
+	}
+}
+
+func Example() {
+	nodes, stop := fiveMasters()
+	defer stop()
+
+	c, err := redlock.New(nodes)
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+
+	ctx := context.Background()
+	l, err := c.Lock(ctx, "invoice:42", 10*time.Second)
+	if err != nil {
+		fmt.Println("not obtained:", err)
+		return
+	}
+	fmt.Println("holding", l.Key(), "with validity left:", time.Until(l.Until()) > 9*time.Second)
+
+	// ... work on invoice 42, committing it before releasing the lock ...
+
+	// Unlock's error matters: ErrNotHeld means the lock had expired or been
+	// taken over, so the work may have overlapped another holder's.
+	if err := l.Unlock(ctx); errors.Is(err, redlock.ErrNotHeld) {
+		fmt.Println("lost the lock before releasing it")
+	}
+	fmt.Println("released")
+	// Output:
+	// holding invoice:42 with validity left: true
+	// released
+}
+
+func ExampleClient_TryLock() {
+	nodes, stop := fiveMasters()
+	defer stop()
+	c, _ := redlock.New(nodes)
+	defer c.Close()
+	ctx := context.Background()
+
+	first, _ := c.TryLock(ctx, "report", time.Minute)
+	_, err := c.TryLock(ctx, "report", time.Minute)
+
+	var qe *redlock.QuorumError
+	if errors.Is(err, redlock.ErrNotObtained) && errors.As(err, &qe) {
+		fmt.Printf("busy: fewer than %d of 5 votes, someone holds it: %v\n",
+			qe.Quorum, errors.Is(err, redlock.ErrNodeRefused))
+	}
+	_ = first.Unlock(ctx)
+	// Output:
+	// busy: fewer than 3 of 5 votes, someone holds it: true
+}
+
+func ExampleLock_Extend() {
+	nodes, stop := fiveMasters()
+	defer stop()
+	c, _ := redlock.New(nodes)
+	defer c.Close()
+	ctx := context.Background()
+
+	l, _ := c.TryLock(ctx, "batch", 5*time.Second)
+	before := l.Until()
+	if err := l.Extend(ctx, time.Minute); err != nil {
+		fmt.Println("extend:", err) // ErrNotHeld: lost; ErrNotObtained: still held until l.Until()
+		return
+	}
+	fmt.Println("extended:", l.Until().After(before))
+	_ = l.Unlock(ctx)
+	// Output:
+	// extended: true
+}

@@ -1,0 +1,237 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-go/redlock/internal/redistest"
+)
+
+// The integration tier: five real redis-server processes per test, driven
+// through go-redis clients with go-redis's default options (3 s read timeout,
+// 3 retries), as users run them.
+
+type realNodes struct {
+	t       *testing.T
+	servers []*redistest.Server
+	clients []redis.UniversalClient // what the Client uses
+	admin   []*redis.Client         // for the test to look at and set keys
+}
+
+func startReal(t *testing.T, n int) *realNodes {
+	t.Helper()
+	r := &realNodes{t: t, servers: redistest.StartN(t, n)}
+	for _, s := range r.servers {
+		r.clients = append(r.clients, s.Client(nil))
+		r.admin = append(r.admin, s.Client(&redis.Options{MaxRetries: -1}))
+	}
+	return r
+}
+
+func (r *realNodes) client(opts ...Option) *Client {
+	r.t.Helper()
+	c, err := New(r.clients, opts...)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.t.Cleanup(func() {
+		// Resume paused nodes first, so that Close need not wait out the
+		// driver's timeouts for requests they hold.
+		for _, s := range r.servers {
+			s.Resume()
+		}
+		_ = c.Close()
+	})
+	return c
+}
+
+// values returns key's value on every node, "" where absent.
+func (r *realNodes) values(key string) []string {
+	r.t.Helper()
+	vs := make([]string, len(r.admin))
+	for i, a := range r.admin {
+		v, err := a.Get(bg, key).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			r.t.Fatalf("GET on node %d: %v", i, err)
+		}
+		vs[i] = v
+	}
+	return vs
+}
+
+func (r *realNodes) count(key, value string) int {
+	n := 0
+	for _, v := range r.values(key) {
+		if v == value {
+			n++
+		}
+	}
+	return n
+}
+
+func (r *realNodes) take(i int, key, token string, ttl time.Duration) {
+	r.t.Helper()
+	if err := r.admin[i].Set(bg, key, token, ttl).Err(); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+func TestRealAllMasksOfTakenNodes(t *testing.T) {
+	r := startReal(t, 5)
+	c := r.client()
+	for mask := range 1 << 5 {
+		key := fmt.Sprintf("mask-%02d", mask)
+		free := 0
+		for i := range 5 {
+			if mask&(1<<i) != 0 {
+				r.take(i, key, "other", time.Minute)
+			} else {
+				free++
+			}
+		}
+		l, err := c.TryLock(bg, key, 10*time.Second)
+		settle(c)
+		if (err == nil) != (free >= 3) {
+			t.Fatalf("mask %05b: %d free, TryLock err = %v", mask, free, err)
+		}
+		if err != nil {
+			// Our token is nowhere: free nodes are free again, taken
+			// ones still hold the other token.
+			if r.count(key, "") != free || r.count(key, "other") != 5-free {
+				t.Fatalf("mask %05b: after failure: %q", mask, r.values(key))
+			}
+			continue
+		}
+		if r.count(key, l.Token()) != free {
+			t.Fatalf("mask %05b: lock on %d nodes, want %d: %q", mask, r.count(key, l.Token()), free, r.values(key))
+		}
+		if err := l.Unlock(bg); err != nil {
+			t.Fatalf("mask %05b: Unlock: %v", mask, err)
+		}
+		settle(c)
+		if r.count(key, "") != free || r.count(key, "other") != 5-free {
+			t.Fatalf("mask %05b: after Unlock: %q", mask, r.values(key))
+		}
+	}
+}
+
+// TestRealPausedNodeDoesNotDelayTheLock: one master is SIGSTOPped. go-redis
+// would wait 3 s per read on it; TryLock must not.
+func TestRealPausedNodeDoesNotDelayTheLock(t *testing.T) {
+	r := startReal(t, 5)
+	nodeTimeout := 100 * time.Millisecond
+	c := r.client(WithNodeTimeout(nodeTimeout))
+	r.servers[2].Pause()
+	start := time.Now()
+	l, err := c.TryLock(bg, "k", 10*time.Second)
+	took := time.Since(start)
+	if err != nil {
+		t.Fatalf("TryLock with one paused node: %v", err)
+	}
+	if limit := nodeTimeout + scaled(500*time.Millisecond); took > limit {
+		t.Fatalf("TryLock took %v with one paused node, want under %v", took, limit)
+	}
+	if err := l.Unlock(bg); err != nil {
+		t.Fatalf("Unlock with one paused node: %v", err)
+	}
+}
+
+// TestRealPausedNodesFailAtTheNodeDeadline: two masters paused and one
+// taken, so only the deadline decides. It must be ours, not the driver's.
+func TestRealPausedNodesFailAtTheNodeDeadline(t *testing.T) {
+	r := startReal(t, 5)
+	nodeTimeout := 100 * time.Millisecond
+	c := r.client(WithNodeTimeout(nodeTimeout))
+	r.take(0, "k", "other", time.Minute)
+	r.servers[3].Pause()
+	r.servers[4].Pause()
+	start := time.Now()
+	_, err := c.TryLock(bg, "k", 10*time.Second)
+	took := time.Since(start)
+	if !errors.Is(err, ErrNotObtained) || !errors.Is(err, ErrNodeTimeout) {
+		t.Fatalf("TryLock: %v, want ErrNotObtained with node timeouts", err)
+	}
+	if limit := nodeTimeout + scaled(500*time.Millisecond); took < nodeTimeout || took > limit {
+		t.Fatalf("TryLock took %v, want between %v and %v", took, nodeTimeout, limit)
+	}
+	// Once the paused nodes resume, their queued SETs land and are released.
+	r.servers[3].Resume()
+	r.servers[4].Resume()
+	settle(c)
+	if r.count("k", "") != 4 {
+		t.Fatalf("keys left after the failed attempt: %q", r.values("k"))
+	}
+}
+
+func TestRealLockMatchesBothSentinelsWhenCtxEnds(t *testing.T) {
+	r := startReal(t, 5)
+	c := r.client()
+	if _, err := c.TryLock(bg, "k", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(bg, 200*time.Millisecond)
+	defer cancel()
+	_, err := c.Lock(ctx, "k", time.Minute)
+	if !errors.Is(err, ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Lock: %v; want ErrNotObtained and context.DeadlineExceeded", err)
+	}
+}
+
+func TestRealExtendAfterExpiryIsNotHeldAndLeavesNoKey(t *testing.T) {
+	r := startReal(t, 5)
+	ttl := scaled(100 * time.Millisecond)
+	c := r.client(WithNodeTimeout(ttl / 2))
+	start := time.Now()
+	l, err := c.TryLock(bg, "k", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Wait until every key has expired on its node: they were all set
+	// after start, so by start+ttl+slack Redis has let them go.
+	time.Sleep(time.Until(start.Add(ttl + 10*time.Millisecond)))
+	if err := l.Extend(bg, time.Minute); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("Extend after expiry: %v, want ErrNotHeld", err)
+	}
+	settle(c)
+	if r.count("k", "") != 5 {
+		t.Fatalf("Extend re-created the expired key: %q", r.values("k"))
+	}
+}
+
+func TestRealUnlockAfterTakeoverLeavesTheNewHoldersKeys(t *testing.T) {
+	r := startReal(t, 5)
+	ttl := scaled(100 * time.Millisecond)
+	c := r.client(WithNodeTimeout(ttl / 2))
+	first, err := c.TryLock(bg, "k", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := New(r.clients)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	second, err := other.Lock(context.Background(), "k", time.Minute) // waits until the first expires
+	if err != nil {
+		t.Fatal(err)
+	}
+	settle(other)
+	held := r.count("k", second.Token())
+	if err := first.Unlock(bg); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("stale Unlock: %v, want ErrNotHeld", err)
+	}
+	settle(c)
+	if got := r.count("k", second.Token()); got != held || held < 3 {
+		t.Fatalf("stale Unlock touched the new holder's keys: %d before, %d after", held, got)
+	}
+}
+
+func TestRealContendingGoroutinesNeverOverlap(t *testing.T) {
+	r := startReal(t, 5)
+	contend(t, r.clients, 16, 10)
+}
