@@ -172,8 +172,9 @@ func (c *Client) TryLock(ctx context.Context, key string, ttl time.Duration) (*L
 // jittered, growing delay (see WithRetryDelay) before the next.
 //
 // When ctx ends first, Lock returns an error that matches both
-// ErrNotObtained and ctx.Err() with errors.Is, and wraps the last attempt's
-// *QuorumError if there was one. Bad input returns an error matching
+// ErrNotObtained and ctx.Err() with errors.Is, and wraps the *QuorumError of
+// the last attempt that ran to its decision (one cut short by ctx only if
+// there was no other), which tells why the lock could not be had. Bad input returns an error matching
 // ErrInvalidArgument without any attempt.
 func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
 	ttl, err := c.checkLock(ctx, key, ttl)
@@ -181,14 +182,24 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration) (*Lock
 		return nil, err
 	}
 	var timer *time.Timer
+	var last error // the last attempt that was decided without ctx ending
 	for k := 0; ; k++ {
 		l, err := c.attempt(ctx, key, ttl)
 		if err == nil {
 			return l, nil
 		}
-		if !errors.Is(err, ErrNotObtained) || ctx.Err() != nil {
-			return nil, withCtx(ctx, err)
+		if !errors.Is(err, ErrNotObtained) {
+			return nil, err
 		}
+		if ctx.Err() != nil {
+			// An attempt cut short by ctx says little about why the lock
+			// could not be had; the last complete one does.
+			if last == nil {
+				last = err
+			}
+			return nil, withCtx(ctx, last)
+		}
+		last = err
 		d := c.cfg.backoff(k)
 		if timer == nil {
 			timer = time.NewTimer(d)
@@ -199,7 +210,7 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration) (*Lock
 		select {
 		case <-timer.C:
 		case <-ctx.Done():
-			return nil, withCtx(ctx, err)
+			return nil, withCtx(ctx, last)
 		}
 	}
 }

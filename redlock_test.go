@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2/server"
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
@@ -317,6 +318,43 @@ func TestLockMatchesBothSentinelsWhenCtxEnds(t *testing.T) {
 	}
 }
 
+// TestLockReportsTheLastCompleteAttempt: the first attempt fails on three
+// broken nodes; the second hangs on them until ctx ends. The error must say
+// why the lock could not be had (the nodes' errors), not merely that the
+// last attempt was cut short.
+func TestLockReportsTheLastCompleteAttempt(t *testing.T) {
+	m := newMinis(t, 5, &redis.Options{ReadTimeout: time.Hour})
+	c := m.client(WithNodeTimeout(time.Hour), WithRetryDelay(time.Millisecond, time.Millisecond))
+	gate := make(chan struct{})
+	defer close(gate)
+	for i := range 3 {
+		var calls atomic.Int32
+		m.servers[i].Server().SetPreHook(func(p *server.Peer, cmd string, _ ...string) bool {
+			if cmd != "EVALSHA" && cmd != "EVAL" {
+				return false
+			}
+			if calls.Add(1) == 1 {
+				p.WriteError("ERR disk on fire")
+				return true
+			}
+			<-gate
+			return false
+		})
+	}
+	ctx, cancel := context.WithTimeout(bg, scaled(200*time.Millisecond))
+	defer cancel()
+	_, err := c.Lock(ctx, "k", time.Minute)
+	var qe *QuorumError
+	if !errors.Is(err, ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &qe) {
+		t.Fatalf("Lock: %v; want ErrNotObtained, DeadlineExceeded and a *QuorumError", err)
+	}
+	for _, ne := range qe.Nodes {
+		if !strings.Contains(ne.Error(), "disk on fire") {
+			t.Fatalf("Lock reported the cut-short attempt, not the complete one: %v", qe)
+		}
+	}
+}
+
 func TestTryLockWithEndedCtxSendsNothing(t *testing.T) {
 	m := newMinis(t, 3, nil)
 	c := m.client()
@@ -346,6 +384,7 @@ func TestUntilIsStartPlusTTLMinusDrift(t *testing.T) {
 	if start.Before(before) || start.After(after) {
 		t.Fatalf("Until − (ttl − drift) = %v after the call began; want within the call (%v)", start.Sub(before), after.Sub(before))
 	}
+	settle(c)
 	if pttl := m.servers[0].TTL("k"); pttl != ttl {
 		t.Fatalf("key expiry %v, want the rounded ttl %v", pttl, ttl)
 	}
@@ -437,6 +476,7 @@ func TestExtendAfterExpiryIsNotHeldAndCreatesNoKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	settle(c)
 	time.Sleep(time.Until(l.Until()) + time.Millisecond) // waiting for the lock's own expiry is the test
 	m.fastForward(ttl)
 	if err := l.Extend(bg, time.Minute); !errors.Is(err, ErrNotHeld) {
@@ -826,6 +866,7 @@ func TestPitfall3_AbandonedLockExpires(t *testing.T) {
 	if _, err := c.TryLock(bg, "k", time.Second); err != nil { // never unlocked: the holder crashed
 		t.Fatal(err)
 	}
+	settle(c) // every SET has landed
 	m.fastForward(time.Second)
 	if _, err := c.TryLock(bg, "k", time.Second); err != nil {
 		t.Fatalf("a crashed holder's lock never expired: %v", err)
@@ -866,6 +907,7 @@ func TestPitfall5_UnlockNeverDeletesAnotherHoldersKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	settle(c)
 	time.Sleep(time.Until(a.Until()) + time.Millisecond) // a's validity ends ...
 	m.fastForward(ttl)                                   // ... and its keys expire
 	b, err := c.TryLock(bg, "k", time.Minute)

@@ -1,0 +1,267 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redlock-go/redlock"
+)
+
+const resource = "record:42"
+
+// nodeTimeout is the per-master deadline: generous for masters on this
+// machine or a LAN, and short enough that a stopped one costs little.
+const nodeTimeout = 50 * time.Millisecond
+
+// demo runs the workers and keeps the evidence: the record, how many held
+// the lock at once, the waits and the failures.
+type demo struct {
+	o     options
+	m     *masters
+	c     *redlock.Client
+	out   io.Writer
+	start time.Time
+
+	mu       sync.Mutex // guards out, waits, failures
+	waits    []time.Duration
+	failures map[string]int
+
+	record      int // updated read-sleep-write under the lock: lost updates show overlap
+	holders     atomic.Int32
+	maxHolders  atomic.Int32
+	waiting     atomic.Int32
+	completions atomic.Int64
+}
+
+func newDemo(o options, m *masters, out io.Writer) (*demo, error) {
+	c, err := redlock.New(m.clients,
+		redlock.WithNodeTimeout(nodeTimeout),
+		redlock.WithRetryDelay(2*time.Millisecond, 50*time.Millisecond))
+	if err != nil {
+		return nil, err
+	}
+	return &demo{o: o, m: m, c: c, out: out, start: time.Now(), failures: map[string]int{}}, nil
+}
+
+func (d *demo) close() { _ = d.c.Close() }
+
+func (d *demo) logf(format string, args ...any) {
+	if d.o.quiet {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	fmt.Fprintf(d.out, "%7.3fs  ", time.Since(d.start).Seconds())
+	fmt.Fprintf(d.out, format+"\n", args...)
+}
+
+// say prints a line even with -quiet: phase changes in -fault mode.
+func (d *demo) say(format string, args ...any) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	fmt.Fprintf(d.out, "%7.3fs  == ", time.Since(d.start).Seconds())
+	fmt.Fprintf(d.out, format+"\n", args...)
+}
+
+// runFor runs the workers until ctx ends or for dur.
+func (d *demo) runFor(ctx context.Context, dur time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, dur)
+	defer cancel()
+	var wg sync.WaitGroup
+	for w := 1; w <= d.o.workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				if d.o.parallel {
+					d.updateUnlocked(w)
+				} else {
+					d.updateLocked(ctx, w)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return nil
+}
+
+// updateLocked is one worker's turn: wait for the lock, update the record,
+// release.
+func (d *demo) updateLocked(ctx context.Context, w int) {
+	waitCtx, cancel := context.WithTimeout(ctx, d.o.wait)
+	defer cancel()
+	t0 := time.Now()
+	d.waiting.Add(1)
+	l, err := d.c.Lock(waitCtx, resource, d.o.ttl)
+	d.waiting.Add(-1)
+	waited := time.Since(t0)
+	if err != nil {
+		if ctx.Err() != nil {
+			return // the demo is over, not a failure
+		}
+		cause := failureCause(err, len(d.m.clients))
+		d.fail(cause)
+		d.logf("worker %2d  gave up after %v: %s", w, waited.Round(time.Millisecond), cause)
+		return
+	}
+	d.mu.Lock()
+	d.waits = append(d.waits, waited)
+	d.mu.Unlock()
+	d.logf("worker %2d  holds    waited %-8v validity left %-8v (%d waiting)",
+		w, waited.Round(100*time.Microsecond), time.Until(l.Until()).Round(time.Millisecond), d.waiting.Load())
+
+	held := d.work()
+
+	// Logged before Unlock, so that the next holder's line cannot come first.
+	d.logf("worker %2d  releases held %v", w, held.Round(100*time.Microsecond))
+	if err := l.Unlock(context.Background()); err != nil {
+		d.fail("unlock: " + failureCause(err, len(d.m.clients)))
+		d.logf("worker %2d  UNLOCK FAILED: %v", w, err)
+	}
+}
+
+// updateUnlocked is the same work with no lock at all.
+func (d *demo) updateUnlocked(w int) {
+	held := d.work()
+	d.logf("worker %2d  updated  in %v with %d others inside", w, held.Round(100*time.Microsecond), d.maxHolders.Load()-1)
+}
+
+// work reads the record, works on it for the hold time, and writes it back:
+// two workers inside at once lose an update.
+func (d *demo) work() time.Duration {
+	t0 := time.Now()
+	n := d.holders.Add(1)
+	for {
+		if old := d.maxHolders.Load(); n <= old || d.maxHolders.CompareAndSwap(old, n) {
+			break
+		}
+	}
+	d.mu.Lock()
+	v := d.record
+	d.mu.Unlock()
+	time.Sleep(d.o.hold) // the work itself
+	d.mu.Lock()
+	d.record = v + 1
+	d.mu.Unlock()
+	d.holders.Add(-1)
+	d.completions.Add(1)
+	return time.Since(t0)
+}
+
+func (d *demo) fail(cause string) {
+	d.mu.Lock()
+	d.failures[cause]++
+	d.mu.Unlock()
+}
+
+// failureCause names why a lock operation over n masters failed, for the
+// timeline and the summary.
+func failureCause(err error, n int) string {
+	var qe *redlock.QuorumError
+	if errors.Is(err, redlock.ErrNotHeld) {
+		return "lock lost before release"
+	}
+	if !errors.As(err, &qe) {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return "contended: wait timed out" // before an attempt could start
+		}
+		return err.Error()
+	}
+	// Masters that failed for a reason of their own, not because they
+	// refused or because our wait ended mid-attempt.
+	down := 0
+	for _, ne := range qe.Nodes {
+		if !errors.Is(ne, redlock.ErrNodeRefused) && !errors.Is(ne, context.DeadlineExceeded) && !errors.Is(ne, context.Canceled) {
+			down++
+		}
+	}
+	if down > n-qe.Quorum {
+		return fmt.Sprintf("majority unreachable (%d of %d masters failed)", down, n)
+	}
+	return "contended: wait timed out"
+}
+
+// runFaults stops one, two, then three embedded masters, a phase each, and
+// then brings them all back.
+func (d *demo) runFaults(ctx context.Context) error {
+	n := len(d.m.embedded)
+	quorum := n/2 + 1
+	phase := func(what string) error {
+		d.say("%s", what)
+		return d.runFor(ctx, d.o.duration)
+	}
+	if err := phase(fmt.Sprintf("all %d masters up", n)); err != nil {
+		return err
+	}
+	for down := 1; down <= n-quorum+1 && ctx.Err() == nil; down++ {
+		d.m.stop(down - 1)
+		up := n - down
+		expect := "the lock keeps working"
+		if up < quorum {
+			expect = "no majority: every attempt must fail cleanly"
+		}
+		if err := phase(fmt.Sprintf("master %d (%s) stopped: %d of %d up, quorum %d: %s",
+			down, d.m.addrs[down-1], up, n, quorum, expect)); err != nil {
+			return err
+		}
+	}
+	for i := 0; i < n-quorum+1; i++ {
+		if err := d.m.start(i); err != nil {
+			return fmt.Errorf("restart master %d: %w", i+1, err)
+		}
+	}
+	return phase("all masters restarted: the lock recovers")
+}
+
+func (d *demo) summary() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	w := d.out
+	fmt.Fprintf(w, "\nsummary\n")
+	fmt.Fprintf(w, "  updates completed:        %d\n", d.completions.Load())
+	fmt.Fprintf(w, "  record value:             %d (lost updates: %d)\n", d.record, d.completions.Load()-int64(d.record))
+	fmt.Fprintf(w, "  max concurrent holders:   %d\n", d.maxHolders.Load())
+	if !d.o.parallel {
+		fmt.Fprintf(w, "  acquisitions:             %d\n", len(d.waits))
+		if len(d.waits) > 0 {
+			s := slices.Clone(d.waits)
+			slices.Sort(s)
+			fmt.Fprintf(w, "  wait p50 / p99 / max:     %v / %v / %v\n",
+				pct(s, 50).Round(100*time.Microsecond), pct(s, 99).Round(100*time.Microsecond), s[len(s)-1].Round(100*time.Microsecond))
+		}
+		fmt.Fprintf(w, "  failures:                 %d\n", sum(d.failures))
+		causes := make([]string, 0, len(d.failures))
+		for c := range d.failures {
+			causes = append(causes, c)
+		}
+		slices.Sort(causes)
+		for _, c := range causes {
+			fmt.Fprintf(w, "    %-46s %d\n", c, d.failures[c])
+		}
+	}
+	if d.maxHolders.Load() > 1 {
+		fmt.Fprintf(w, "  MUTUAL EXCLUSION VIOLATED: %d workers were inside at once\n", d.maxHolders.Load())
+	} else {
+		fmt.Fprintf(w, "  mutual exclusion held: never more than one worker inside\n")
+	}
+}
+
+// pct returns the p-th percentile of sorted (nearest rank).
+func pct(sorted []time.Duration, p int) time.Duration {
+	i := (len(sorted)*p + 99) / 100
+	return sorted[max(i-1, 0)]
+}
+
+func sum(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+func runDemo(t *testing.T, args ...string) string {
+	t.Helper()
+	var out bytes.Buffer
+	if err := run(context.Background(), args, &out); err != nil {
+		t.Fatalf("run %v: %v\n%s", args, err, out.String())
+	}
+	return out.String()
+}
+
+// summaryInt reads "name: N" from the summary.
+func summaryInt(t *testing.T, out, name string) int {
+	t.Helper()
+	m := regexp.MustCompile(regexp.QuoteMeta(name) + `:\s+(\d+)`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("summary has no %q:\n%s", name, out)
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n
+}
+
+func TestDemoKeepsMutualExclusion(t *testing.T) {
+	out := runDemo(t, "-duration", "500ms", "-workers", "5", "-hold", "2ms")
+	if got := summaryInt(t, out, "max concurrent holders"); got != 1 {
+		t.Fatalf("max concurrent holders = %d\n%s", got, out)
+	}
+	if summaryInt(t, out, "acquisitions") == 0 || !strings.Contains(out, "lost updates: 0") {
+		t.Fatalf("no acquisitions or lost updates:\n%s", out)
+	}
+	if !strings.Contains(out, "holds    waited") || !strings.Contains(out, "validity left") {
+		t.Fatalf("timeline missing:\n%s", out)
+	}
+}
+
+// TestDemoWithoutLockShowsTheOverlap is the demo's own control: with
+// -parallel the same work overlaps, so the summary's check can fail.
+func TestDemoWithoutLockShowsTheOverlap(t *testing.T) {
+	out := runDemo(t, "-parallel", "-duration", "300ms", "-workers", "5", "-hold", "5ms", "-quiet")
+	if got := summaryInt(t, out, "max concurrent holders"); got < 2 {
+		t.Fatalf("max concurrent holders without a lock = %d\n%s", got, out)
+	}
+	if !strings.Contains(out, "MUTUAL EXCLUSION VIOLATED") {
+		t.Fatalf("summary does not report the overlap:\n%s", out)
+	}
+}
+
+func TestDemoFaultModeRidesThroughMinorityAndFailsWithoutMajority(t *testing.T) {
+	out := runDemo(t, "-fault", "-duration", "600ms", "-wait", "150ms", "-workers", "3", "-hold", "2ms", "-quiet")
+	for _, want := range []string{
+		"master 2 (", "3 of 5 up, quorum 3: the lock keeps working",
+		"2 of 5 up, quorum 3: no majority",
+		"majority unreachable (3 of 5 masters failed)",
+		"all masters restarted",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	if got := summaryInt(t, out, "max concurrent holders"); got != 1 {
+		t.Errorf("max concurrent holders = %d", got)
+	}
+	if t.Failed() {
+		t.Log(out)
+	}
+}
+
+func TestDemoRejectsBadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"-workers", "0"},
+		{"-ttl", "0s"},
+		{"-fault", "-nodes", "127.0.0.1:1"},
+		{"-fault", "-wait", "5s", "-duration", "1s"},
+		{"stray"},
+	} {
+		var out bytes.Buffer
+		if err := run(context.Background(), args, &out); err == nil {
+			t.Errorf("run %v: no error", args)
+		}
+	}
+}

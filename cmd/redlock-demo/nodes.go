@@ -1,0 +1,118 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+)
+
+// masters is the set of Redis masters the demo runs against: five embedded
+// in-process servers by default, or real ones given with -nodes.
+type masters struct {
+	addrs   []string
+	clients []redis.UniversalClient
+
+	embedded []*miniredis.Miniredis // nil for real masters
+	stopTick chan struct{}
+	wg       sync.WaitGroup
+}
+
+func init() {
+	// go-redis logs every failed dial; with masters stopped on purpose that
+	// drowns the timeline, and the demo reports failures itself.
+	redis.SetLogger(quietLogger{})
+}
+
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}
+
+// clientOptions keeps a stopped master cheap to ask: no retries, short dials.
+var clientOptions = redis.Options{
+	MaxRetries:   -1,
+	DialTimeout:  200 * time.Millisecond,
+	ReadTimeout:  time.Second,
+	WriteTimeout: time.Second,
+}
+
+func embeddedMasters(n int) (*masters, error) {
+	m := &masters{stopTick: make(chan struct{})}
+	for range n {
+		s := miniredis.NewMiniRedis()
+		if err := s.Start(); err != nil {
+			m.close()
+			return nil, fmt.Errorf("start embedded master: %w", err)
+		}
+		m.embedded = append(m.embedded, s)
+		m.addrs = append(m.addrs, s.Addr())
+	}
+	m.connect()
+	// miniredis expires keys only when told time has passed: tell it, so
+	// the embedded masters expire locks like real ones.
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		t := time.NewTicker(5 * time.Millisecond)
+		defer t.Stop()
+		last := time.Now()
+		for {
+			select {
+			case <-m.stopTick:
+				return
+			case now := <-t.C:
+				for _, s := range m.embedded {
+					s.FastForward(now.Sub(last))
+				}
+				last = now
+			}
+		}
+	}()
+	return m, nil
+}
+
+func realMasters(list string) (*masters, error) {
+	m := &masters{}
+	for _, a := range strings.Split(list, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			m.addrs = append(m.addrs, a)
+		}
+	}
+	if len(m.addrs) == 0 {
+		return nil, fmt.Errorf("-nodes: no addresses in %q", list)
+	}
+	m.connect()
+	return m, nil
+}
+
+func (m *masters) connect() {
+	for _, a := range m.addrs {
+		o := clientOptions
+		o.Addr = a
+		m.clients = append(m.clients, redis.NewClient(&o))
+	}
+}
+
+// stop takes embedded master i down: it refuses connections until start.
+func (m *masters) stop(i int) { m.embedded[i].Close() }
+
+// start brings embedded master i back on its address, with its data (as a
+// master with persistence would).
+func (m *masters) start(i int) error { return m.embedded[i].Restart() }
+
+func (m *masters) close() {
+	for _, c := range m.clients {
+		_ = c.Close()
+	}
+	if m.stopTick != nil {
+		close(m.stopTick)
+		m.wg.Wait()
+	}
+	for _, s := range m.embedded {
+		s.Close()
+	}
+}
