@@ -4,7 +4,7 @@ GOLANGCI_LINT_VERSION := v2.15.0
 GOBIN := $(shell go env GOPATH)/bin
 GOLANGCI_LINT := $(GOBIN)/golangci-lint
 
-.PHONY: test check lint race fuzz bench demo
+.PHONY: test check lint race fuzz bench demo compose-smoke
 
 ## test: formatting, vet, lint, then every test with the race detector (needs redis-server; installed when missing)
 test: check race fuzz
@@ -35,3 +35,7 @@ bench:
 
 demo:
 	go run ./cmd/redlock-demo
+
+## compose-smoke: docker-compose.yml with a locally built image, the demo against it (skips without Docker)
+compose-smoke:
+	scripts/compose-smoke.sh
