@@ -2,6 +2,8 @@ package redlock
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -60,15 +62,62 @@ func (m *minis) values(key string) []string {
 	return vs
 }
 
-// count returns on how many servers key holds value.
-func (m *minis) count(key, value string) int {
+// A keyspace is a set of masters a test can look into and write to
+// directly, bypassing the Client: miniredis servers or real ones.
+type keyspace interface {
+	values(key string) []string // key's value on every node, "" where absent
+	take(i int, key, token string, ttl time.Duration)
+}
+
+// count returns on how many nodes key holds value.
+func count(ks keyspace, key, value string) int {
 	n := 0
-	for _, v := range m.values(key) {
+	for _, v := range ks.values(key) {
 		if v == value {
 			n++
 		}
 	}
 	return n
+}
+
+func (m *minis) count(key, value string) int { return count(m, key, value) }
+
+// checkAllMasks pre-takes every subset of the five nodes of ks for another
+// holder: TryLock must win exactly when at least three are free, leave no key
+// of its own behind when it loses, and never touch the other holder's keys.
+func checkAllMasks(t *testing.T, c *Client, ks keyspace) {
+	t.Helper()
+	for mask := range 1 << 5 {
+		key := fmt.Sprintf("mask-%02d", mask)
+		free := 0
+		for i := range 5 {
+			if mask&(1<<i) != 0 {
+				ks.take(i, key, "other", time.Minute)
+			} else {
+				free++
+			}
+		}
+		l, err := c.TryLock(context.Background(), key, 10*time.Second)
+		settle(c)
+		if (err == nil) != (free >= 3) {
+			t.Fatalf("mask %05b: %d free, TryLock err = %v", mask, free, err)
+		}
+		if err != nil {
+			if !errors.Is(err, ErrNotObtained) || !errors.Is(err, ErrNodeRefused) {
+				t.Fatalf("mask %05b: error %v should match ErrNotObtained and ErrNodeRefused", mask, err)
+			}
+		} else if got := count(ks, key, l.Token()); got != free {
+			t.Fatalf("mask %05b: lock holds %d nodes, want %d: %q", mask, got, free, ks.values(key))
+		} else if err := l.Unlock(context.Background()); err != nil {
+			t.Fatalf("mask %05b: Unlock: %v", mask, err)
+		}
+		settle(c)
+		// Our token is nowhere now: free nodes are free again, taken ones
+		// still hold the other token.
+		if count(ks, key, "") != free || count(ks, key, "other") != 5-free {
+			t.Fatalf("mask %05b: afterwards: %q", mask, ks.values(key))
+		}
+	}
 }
 
 // take sets key to token on server i, as another client's lock would.
@@ -117,6 +166,18 @@ func (m *minis) fastForward(d time.Duration) {
 // have arrived and their clean-up is done. Tests call it only when they
 // start no operation concurrently.
 func settle(c *Client) { c.bg.Wait() }
+
+// mustLock takes key or fails the test, then settles c so that every node
+// the lock will ever hold already holds it.
+func mustLock(t *testing.T, c *Client, key string, ttl time.Duration) *Lock {
+	t.Helper()
+	l, err := c.TryLock(context.Background(), key, ttl)
+	if err != nil {
+		t.Fatalf("TryLock(%q): %v", key, err)
+	}
+	settle(c)
+	return l
+}
 
 // within runs f and fails the test if it has not returned after limit,
 // instead of letting a wrong implementation hang the suite.

@@ -3,7 +3,6 @@ package redlock
 import (
 	"context"
 	"errors"
-	"fmt"
 	"testing"
 	"time"
 
@@ -64,15 +63,7 @@ func (r *realNodes) values(key string) []string {
 	return vs
 }
 
-func (r *realNodes) count(key, value string) int {
-	n := 0
-	for _, v := range r.values(key) {
-		if v == value {
-			n++
-		}
-	}
-	return n
-}
+func (r *realNodes) count(key, value string) int { return count(r, key, value) }
 
 func (r *realNodes) take(i int, key, token string, ttl time.Duration) {
 	r.t.Helper()
@@ -83,41 +74,7 @@ func (r *realNodes) take(i int, key, token string, ttl time.Duration) {
 
 func TestRealAllMasksOfTakenNodes(t *testing.T) {
 	r := startReal(t, 5)
-	c := r.client()
-	for mask := range 1 << 5 {
-		key := fmt.Sprintf("mask-%02d", mask)
-		free := 0
-		for i := range 5 {
-			if mask&(1<<i) != 0 {
-				r.take(i, key, "other", time.Minute)
-			} else {
-				free++
-			}
-		}
-		l, err := c.TryLock(bg, key, 10*time.Second)
-		settle(c)
-		if (err == nil) != (free >= 3) {
-			t.Fatalf("mask %05b: %d free, TryLock err = %v", mask, free, err)
-		}
-		if err != nil {
-			// Our token is nowhere: free nodes are free again, taken
-			// ones still hold the other token.
-			if r.count(key, "") != free || r.count(key, "other") != 5-free {
-				t.Fatalf("mask %05b: after failure: %q", mask, r.values(key))
-			}
-			continue
-		}
-		if r.count(key, l.Token()) != free {
-			t.Fatalf("mask %05b: lock on %d nodes, want %d: %q", mask, r.count(key, l.Token()), free, r.values(key))
-		}
-		if err := l.Unlock(bg); err != nil {
-			t.Fatalf("mask %05b: Unlock: %v", mask, err)
-		}
-		settle(c)
-		if r.count(key, "") != free || r.count(key, "other") != 5-free {
-			t.Fatalf("mask %05b: after Unlock: %q", mask, r.values(key))
-		}
-	}
+	checkAllMasks(t, r.client(), r)
 }
 
 // TestRealPausedNodeDoesNotDelayTheLock: one master is SIGSTOPped. go-redis

@@ -94,15 +94,13 @@ func (c *Client) fanOut(ctx context.Context, op, key string, deadline time.Time,
 			default:
 				r.record(c.nodes[v.node], c.nodeErr(ctx, v.err), v.at)
 			}
-			continue
 		case <-timer.C:
 			r.decided = deadline
-			r.failPending(c.nodes, pending, ErrNodeTimeout)
+			npending = r.failPending(c.nodes, pending, ErrNodeTimeout)
 		case <-ctx.Done():
 			r.decided = time.Now()
-			r.failPending(c.nodes, pending, ctx.Err())
+			npending = r.failPending(c.nodes, pending, ctx.Err())
 		}
-		break
 	}
 	if r.decided.IsZero() { // every node was skipped
 		r.decided = r.start
@@ -122,12 +120,16 @@ func (r *round) record(nd *node, err error, at time.Time) {
 	r.failed = append(r.failed, &NodeError{Node: nd.index, Addr: nd.addr, Latency: at.Sub(r.start), Err: err})
 }
 
-func (r *round) failPending(nodes []*node, pending []bool, err error) {
+// failPending counts every node still pending as failed with err and
+// returns how many are pending now: none.
+func (r *round) failPending(nodes []*node, pending []bool, err error) int {
 	for i, p := range pending {
 		if p {
 			r.record(nodes[i], err, r.decided)
+			pending[i] = false
 		}
 	}
+	return 0
 }
 
 // nodeErr names a node's error for the caller: the caller's own

@@ -81,11 +81,7 @@ func TestNewRejectsBadInput(t *testing.T) {
 func TestLockRejectsBadInput(t *testing.T) {
 	m := newMinis(t, 3, nil)
 	c := m.client()
-	l, err := c.TryLock(bg, "held", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	settle(c)
+	l := mustLock(t, c, "held", time.Minute)
 	var nilCtx context.Context
 	for _, tc := range []struct {
 		name string
@@ -118,47 +114,10 @@ func TestLockRejectsBadInput(t *testing.T) {
 	}
 }
 
-// TestTryLockSucceedsIffMajorityFree pre-takes every subset of five nodes:
-// TryLock must win exactly when at least three are free, and must leave no
-// key of its own behind when it loses.
+// TestTryLockSucceedsIffMajorityFree: all 32 ways of pre-taking five nodes.
 func TestTryLockSucceedsIffMajorityFree(t *testing.T) {
 	m := newMinis(t, 5, nil)
-	c := m.client()
-	for mask := range 1 << 5 {
-		key := fmt.Sprintf("mask-%02d", mask)
-		free := 0
-		for i := range 5 {
-			if mask&(1<<i) != 0 {
-				m.take(i, key, "other", time.Minute)
-			} else {
-				free++
-			}
-		}
-		l, err := c.TryLock(bg, key, time.Minute)
-		settle(c)
-		if (err == nil) != (free >= 3) {
-			t.Fatalf("mask %05b: %d free, TryLock err = %v", mask, free, err)
-		}
-		if err != nil {
-			if !errors.Is(err, ErrNotObtained) || !errors.Is(err, ErrNodeRefused) {
-				t.Fatalf("mask %05b: error %v should match ErrNotObtained and ErrNodeRefused", mask, err)
-			}
-			if got := m.count(key, ""); got != free {
-				t.Fatalf("mask %05b: after failure %d nodes are free, want %d: %q", mask, got, free, m.values(key))
-			}
-			continue
-		}
-		if got := m.count(key, l.Token()); got != free {
-			t.Fatalf("mask %05b: lock holds %d nodes, want %d", mask, got, free)
-		}
-		if err := l.Unlock(bg); err != nil {
-			t.Fatalf("mask %05b: Unlock: %v", mask, err)
-		}
-		settle(c)
-		if got := m.count(key, "other"); got != 5-free {
-			t.Fatalf("mask %05b: Unlock touched another holder's keys: %q", mask, m.values(key))
-		}
-	}
+	checkAllMasks(t, m.client(), m)
 }
 
 // TestTryLockReturnsAtMajority holds two of five nodes' requests forever: a
@@ -273,10 +232,7 @@ func TestLateReplyAfterUnlockIsReleased(t *testing.T) {
 func TestLockWaitsForRelease(t *testing.T) {
 	m := newMinis(t, 5, nil)
 	c := m.client(WithRetryDelay(time.Millisecond, 5*time.Millisecond))
-	first, err := c.TryLock(bg, "k", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	first := mustLock(t, c, "k", time.Minute)
 	got := make(chan lockResult, 1)
 	go func() {
 		l, err := c.Lock(bg, "k", time.Minute)
@@ -303,9 +259,7 @@ func TestLockWaitsForRelease(t *testing.T) {
 func TestLockMatchesBothSentinelsWhenCtxEnds(t *testing.T) {
 	m := newMinis(t, 5, nil)
 	c := m.client()
-	if _, err := c.TryLock(bg, "k", time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	mustLock(t, c, "k", time.Minute)
 	ctx, cancel := context.WithTimeout(bg, 200*time.Millisecond)
 	defer cancel()
 	l, err := c.Lock(ctx, "k", time.Minute)
@@ -429,10 +383,7 @@ func TestSlowMajorityIsNotObtained(t *testing.T) {
 func TestExtend(t *testing.T) {
 	m := newMinis(t, 5, nil)
 	c := m.client()
-	l, err := c.TryLock(bg, "k", time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := mustLock(t, c, "k", time.Second)
 	before := time.Now()
 	if err := l.Extend(bg, time.Minute); err != nil {
 		t.Fatalf("Extend: %v", err)
@@ -454,11 +405,7 @@ func TestExtendSkipsNodesThatRefusedTheLock(t *testing.T) {
 	m := newMinis(t, 5, nil)
 	c := m.client()
 	m.take(0, "k", "other", time.Second)
-	l, err := c.TryLock(bg, "k", time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	settle(c)
+	l := mustLock(t, c, "k", time.Second)
 	before := m.servers[0].CommandCount()
 	if err := l.Extend(bg, time.Minute); err != nil {
 		t.Fatal(err)
@@ -472,11 +419,7 @@ func TestExtendAfterExpiryIsNotHeldAndCreatesNoKey(t *testing.T) {
 	m := newMinis(t, 5, nil)
 	ttl := scaled(100 * time.Millisecond)
 	c := m.client(WithNodeTimeout(ttl / 2))
-	l, err := c.TryLock(bg, "k", ttl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	settle(c)
+	l := mustLock(t, c, "k", ttl)
 	time.Sleep(time.Until(l.Until()) + time.Millisecond) // waiting for the lock's own expiry is the test
 	m.fastForward(ttl)
 	if err := l.Extend(bg, time.Minute); !errors.Is(err, ErrNotHeld) {
@@ -490,15 +433,11 @@ func TestExtendAfterExpiryIsNotHeldAndCreatesNoKey(t *testing.T) {
 func TestExtendWhenMajorityLostTokenIsNotHeld(t *testing.T) {
 	m := newMinis(t, 5, nil)
 	c := m.client()
-	l, err := c.TryLock(bg, "k", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	settle(c)
+	l := mustLock(t, c, "k", time.Minute)
 	for i := range 3 {
 		m.servers[i].FlushAll() // a restart without persistence
 	}
-	err = l.Extend(bg, time.Minute)
+	err := l.Extend(bg, time.Minute)
 	var qe *QuorumError
 	if !errors.Is(err, ErrNotHeld) || !errors.As(err, &qe) || qe.Votes > 2 {
 		t.Fatalf("Extend: %v; want ErrNotHeld with at most 2 votes", err)
@@ -514,15 +453,12 @@ func TestExtendWhenMajorityLostTokenIsNotHeld(t *testing.T) {
 func TestExtendWhenNodesFailKeepsUntil(t *testing.T) {
 	m := newMinis(t, 5, nil)
 	c := m.client()
-	l, err := c.TryLock(bg, "k", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := mustLock(t, c, "k", time.Minute)
 	until := l.Until()
 	for i := range 3 {
 		m.servers[i].SetError("LOADING Redis is loading the dataset in memory")
 	}
-	err = l.Extend(bg, time.Hour)
+	err := l.Extend(bg, time.Hour)
 	if !errors.Is(err, ErrNotObtained) || errors.Is(err, ErrNotHeld) {
 		t.Fatalf("Extend: %v; want ErrNotObtained, not ErrNotHeld", err)
 	}
@@ -534,10 +470,7 @@ func TestExtendWhenNodesFailKeepsUntil(t *testing.T) {
 func TestExtendAndUnlockAfterUnlockAreNotHeld(t *testing.T) {
 	m := newMinis(t, 5, nil)
 	c := m.client()
-	l, err := c.TryLock(bg, "k", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := mustLock(t, c, "k", time.Minute)
 	if err := l.Unlock(bg); err != nil {
 		t.Fatal(err)
 	}
@@ -569,11 +502,7 @@ func TestNilLockReportsNotHeld(t *testing.T) {
 func TestUnlockWithMinorityLeftIsNotHeld(t *testing.T) {
 	m := newMinis(t, 5, nil)
 	c := m.client()
-	l, err := c.TryLock(bg, "k", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	settle(c)
+	l := mustLock(t, c, "k", time.Minute)
 	for i := range 3 {
 		m.servers[i].FlushAll()
 	}
@@ -590,10 +519,7 @@ func TestUnlockWithMinorityLeftIsNotHeld(t *testing.T) {
 func TestUnlockWithCancelledCtxStillReleases(t *testing.T) {
 	m := newMinis(t, 5, nil)
 	c := m.client()
-	l, err := c.TryLock(bg, "k", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := mustLock(t, c, "k", time.Minute)
 	ctx, cancel := context.WithCancel(bg)
 	cancel()
 	if err := l.Unlock(ctx); err != nil {
@@ -608,10 +534,7 @@ func TestUnlockWithCancelledCtxStillReleases(t *testing.T) {
 func TestClosedClient(t *testing.T) {
 	m := newMinis(t, 3, nil)
 	c := m.client()
-	l, err := c.TryLock(bg, "k", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := mustLock(t, c, "k", time.Minute)
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -733,7 +656,7 @@ func TestNoGoroutineOutlivesItsWork(t *testing.T) {
 	}
 	_, unblock3 := m.block(3)
 	_, unblock4 := m.block(4)
-	l, err := c.TryLock(bg, "a", time.Minute)
+	l, err := c.TryLock(bg, "a", time.Minute) // not mustLock: settling would wait for the blocked nodes
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -830,10 +753,7 @@ func TestPitfall1_SetAndExpiryAreOneAtomicStep(t *testing.T) {
 	m := newMinis(t, 3, nil)
 	c := m.client()
 	cmds := recordCommands(m, 0)
-	if _, err := c.TryLock(bg, "k", time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	settle(c)
+	mustLock(t, c, "k", time.Minute)
 	onlyScripts(t, "TryLock", cmds())
 	if ttl := m.servers[0].TTL("k"); ttl != time.Minute {
 		t.Fatalf("key expiry %v right after TryLock, want 1m", ttl)
@@ -843,11 +763,7 @@ func TestPitfall1_SetAndExpiryAreOneAtomicStep(t *testing.T) {
 func TestPitfall2_ValueIsTokenAndExpiryIsTheServers(t *testing.T) {
 	m := newMinis(t, 3, nil)
 	c := m.client()
-	l, err := c.TryLock(bg, "k", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	settle(c)
+	l := mustLock(t, c, "k", time.Minute)
 	if _, err := uuid.Parse(l.Token()); err != nil || m.count("k", l.Token()) != 3 {
 		t.Fatalf("value %q is not the holder's random token %q", m.values("k"), l.Token())
 	}
@@ -886,10 +802,7 @@ func TestPitfall4_FailedAttemptAndUnlockReleaseEverything(t *testing.T) {
 	if m.count("k", "") != 2 {
 		t.Fatalf("a failed attempt kept its partial keys: %q", m.values("k"))
 	}
-	l, err := c.TryLock(bg, "free", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := mustLock(t, c, "free", time.Minute)
 	if err := l.Unlock(bg); err != nil {
 		t.Fatal(err)
 	}
@@ -903,17 +816,10 @@ func TestPitfall5_UnlockNeverDeletesAnotherHoldersKey(t *testing.T) {
 	m := newMinis(t, 5, nil)
 	ttl := scaled(100 * time.Millisecond)
 	c := m.client(WithNodeTimeout(ttl / 2))
-	a, err := c.TryLock(bg, "k", ttl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	settle(c)
+	a := mustLock(t, c, "k", ttl)
 	time.Sleep(time.Until(a.Until()) + time.Millisecond) // a's validity ends ...
 	m.fastForward(ttl)                                   // ... and its keys expire
-	b, err := c.TryLock(bg, "k", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := mustLock(t, c, "k", time.Minute)
 	if err := a.Unlock(bg); !errors.Is(err, ErrNotHeld) {
 		t.Fatalf("stale Unlock: %v, want ErrNotHeld", err)
 	}
@@ -926,10 +832,7 @@ func TestPitfall5_UnlockNeverDeletesAnotherHoldersKey(t *testing.T) {
 func TestPitfall6_CheckAndDeleteAreOneAtomicStep(t *testing.T) {
 	m := newMinis(t, 3, nil)
 	c := m.client()
-	l, err := c.TryLock(bg, "k", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := mustLock(t, c, "k", time.Minute)
 	cmds := recordCommands(m, 0)
 	if err := l.Unlock(bg); err != nil {
 		t.Fatal(err)
@@ -942,10 +845,7 @@ func TestPitfall7_ExpiryDuringWorkIsReported(t *testing.T) {
 	m := newMinis(t, 3, nil)
 	ttl := scaled(100 * time.Millisecond)
 	c := m.client(WithNodeTimeout(ttl / 2))
-	l, err := c.TryLock(bg, "k", ttl)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := mustLock(t, c, "k", ttl)
 	time.Sleep(time.Until(l.Until()) + time.Millisecond) // the work outlives the lock
 	if time.Now().Before(l.Until()) {
 		t.Fatal("Until does not tell the lock has expired")
@@ -961,10 +861,7 @@ func TestPitfall7_ExpiryDuringWorkIsReported(t *testing.T) {
 func TestPitfall9_NestedLockIsNotGrantedTwice(t *testing.T) {
 	m := newMinis(t, 3, nil)
 	c := m.client()
-	outer, err := c.TryLock(bg, "k", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	outer := mustLock(t, c, "k", time.Minute)
 	// Re-entrancy is not implied: a nested acquisition of the same key is a
 	// second holder and must be refused, not silently granted. Callers pass
 	// the *Lock down instead.
@@ -979,9 +876,7 @@ func TestPitfall9_NestedLockIsNotGrantedTwice(t *testing.T) {
 func TestPitfall10_OneMasterLosingItsKeysDoesNotAdmitASecondHolder(t *testing.T) {
 	m := newMinis(t, 5, nil)
 	c := m.client()
-	if _, err := c.TryLock(bg, "k", time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	mustLock(t, c, "k", time.Minute)
 	settle(c)               // the first lock's SETs have all landed ...
 	m.servers[0].FlushAll() // ... and then a failover to a replica that missed the write
 	if _, err := c.TryLock(bg, "k", time.Minute); !errors.Is(err, ErrNotObtained) {
