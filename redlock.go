@@ -143,8 +143,8 @@ func (c *Client) Close() error {
 
 // TryLock makes one attempt to take the lock on key for ttl.
 //
-// It sets key to a fresh random token with expiry ttl (rounded down to whole
-// milliseconds) on every node not already holding it, in parallel, and
+// It sets key, where it is free, to a fresh random token with expiry ttl
+// (rounded down to whole milliseconds) on every node in parallel, and
 // returns as soon as a majority said yes or a majority became impossible. The
 // lock is held if a majority said yes and validity is left:
 // ttl − elapsed − (ttl·driftFactor + 2 ms) > 0. Lock.Until tells when that
@@ -174,8 +174,8 @@ func (c *Client) TryLock(ctx context.Context, key string, ttl time.Duration) (*L
 // When ctx ends first, Lock returns an error that matches both
 // ErrNotObtained and ctx.Err() with errors.Is, and wraps the *QuorumError of
 // the last attempt that ran to its decision (one cut short by ctx only if
-// there was no other), which tells why the lock could not be had. Bad input returns an error matching
-// ErrInvalidArgument without any attempt.
+// there was no other), which tells why the lock could not be had. Bad input
+// returns an error matching ErrInvalidArgument without any attempt.
 func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
 	ttl, err := c.checkLock(ctx, key, ttl)
 	if err != nil {
