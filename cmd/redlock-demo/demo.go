@@ -173,18 +173,23 @@ func failureCause(err error, n int) string {
 		}
 		return err.Error()
 	}
-	// Masters that failed for a reason of their own, not because they
-	// refused or because our wait ended mid-attempt.
-	down := 0
+	// An attempt is decided as soon as a majority is out of reach, so it
+	// may count only some of the masters that are down. It was contention
+	// when refusals alone ruled out a majority, or when nothing but
+	// refusals and our own wait's end went wrong.
+	down, refused := 0, 0
 	for _, ne := range qe.Nodes {
-		if !errors.Is(ne, redlock.ErrNodeRefused) && !errors.Is(ne, context.DeadlineExceeded) && !errors.Is(ne, context.Canceled) {
+		switch {
+		case errors.Is(ne, redlock.ErrNodeRefused):
+			refused++
+		case !errors.Is(ne, context.DeadlineExceeded) && !errors.Is(ne, context.Canceled):
 			down++
 		}
 	}
-	if down > n-qe.Quorum {
-		return fmt.Sprintf("majority unreachable (%d of %d masters failed)", down, n)
+	if down == 0 || refused > n-qe.Quorum {
+		return "contended: wait timed out"
 	}
-	return "contended: wait timed out"
+	return "majority unreachable: masters failing"
 }
 
 // runFaults stops one, two, then three embedded masters, a phase each, and

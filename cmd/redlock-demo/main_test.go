@@ -59,7 +59,7 @@ func TestDemoFaultModeRidesThroughMinorityAndFailsWithoutMajority(t *testing.T) 
 	for _, want := range []string{
 		"master 2 (", "3 of 5 up, quorum 3: the lock keeps working",
 		"2 of 5 up, quorum 3: no majority",
-		"majority unreachable (3 of 5 masters failed)",
+		"majority unreachable: masters failing",
 		"all masters restarted",
 	} {
 		if !strings.Contains(out, want) {
