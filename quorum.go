@@ -96,10 +96,12 @@ func (c *Client) fanOut(ctx context.Context, op, key string, deadline time.Time,
 			}
 		case <-timer.C:
 			r.decided = deadline
-			npending = r.failPending(c.nodes, pending, ErrNodeTimeout)
+			r.failPending(c.nodes, pending, ErrNodeTimeout)
+			npending = 0
 		case <-ctx.Done():
 			r.decided = time.Now()
-			npending = r.failPending(c.nodes, pending, ctx.Err())
+			r.failPending(c.nodes, pending, ctx.Err())
+			npending = 0
 		}
 	}
 	if r.decided.IsZero() { // every node was skipped
@@ -120,16 +122,13 @@ func (r *round) record(nd *node, err error, at time.Time) {
 	r.failed = append(r.failed, &NodeError{Node: nd.index, Addr: nd.addr, Latency: at.Sub(r.start), Err: err})
 }
 
-// failPending counts every node still pending as failed with err and
-// returns how many are pending now: none.
-func (r *round) failPending(nodes []*node, pending []bool, err error) int {
+// failPending counts every node still pending as failed with err.
+func (r *round) failPending(nodes []*node, pending []bool, err error) {
 	for i, p := range pending {
 		if p {
 			r.record(nodes[i], err, r.decided)
-			pending[i] = false
 		}
 	}
-	return 0
 }
 
 // nodeErr names a node's error for the caller: the caller's own

@@ -28,7 +28,7 @@ type demo struct {
 	out   io.Writer
 	start time.Time
 
-	mu       sync.Mutex // guards out, waits, failures
+	mu       sync.Mutex // guards out, waits, failures, record
 	waits    []time.Duration
 	failures map[string]int
 
@@ -116,7 +116,7 @@ func (d *demo) updateLocked(ctx context.Context, w int) {
 	d.logf("worker %2d  holds    waited %-8v validity left %-8v (%d waiting)",
 		w, waited.Round(100*time.Microsecond), time.Until(l.Until()).Round(time.Millisecond), d.waiting.Load())
 
-	held := d.work()
+	held, _ := d.work()
 
 	// Logged before Unlock, so that the next holder's line cannot come first.
 	d.logf("worker %2d  releases held %v", w, held.Round(100*time.Microsecond))
@@ -128,13 +128,14 @@ func (d *demo) updateLocked(ctx context.Context, w int) {
 
 // updateUnlocked is the same work with no lock at all.
 func (d *demo) updateUnlocked(w int) {
-	held := d.work()
-	d.logf("worker %2d  updated  in %v with %d others inside", w, held.Round(100*time.Microsecond), d.maxHolders.Load()-1)
+	held, inside := d.work()
+	d.logf("worker %2d  updated  in %v; %d workers were inside when it began", w, held.Round(100*time.Microsecond), inside)
 }
 
 // work reads the record, works on it for the hold time, and writes it back:
-// two workers inside at once lose an update.
-func (d *demo) work() time.Duration {
+// two workers inside at once lose an update. It returns how long that took
+// and how many workers, itself included, were inside when it began.
+func (d *demo) work() (held time.Duration, inside int32) {
 	t0 := time.Now()
 	n := d.holders.Add(1)
 	for {
@@ -151,7 +152,7 @@ func (d *demo) work() time.Duration {
 	d.mu.Unlock()
 	d.holders.Add(-1)
 	d.completions.Add(1)
-	return time.Since(t0)
+	return time.Since(t0), n
 }
 
 func (d *demo) fail(cause string) {
