@@ -45,7 +45,8 @@ type Server struct {
 
 	t     testing.TB
 	bin   string
-	args  []string
+	args  []string // the arguments it was started with
+	env   []string // extra environment, e.g. LD_PRELOAD
 	mu    sync.Mutex
 	cmd   *exec.Cmd
 	exit  chan struct{} // closed when cmd has exited
@@ -56,11 +57,19 @@ type Server struct {
 // as "--appendonly", "yes". The server is killed when the test ends.
 func Start(t testing.TB, extra ...string) *Server {
 	t.Helper()
+	return StartEnv(t, nil, extra...)
+}
+
+// StartEnv is Start with extra environment variables ("NAME=value") for the
+// process, kept across restarts; the fault suite preloads libfaketime this
+// way.
+func StartEnv(t testing.TB, env []string, extra ...string) *Server {
+	t.Helper()
 	bin, err := Binary()
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &Server{t: t, bin: bin, Dir: t.TempDir()}
+	s := &Server{t: t, bin: bin, Dir: t.TempDir(), env: env}
 	var lastErr error
 	for try := 0; try < 5; try++ { // a free port can be taken between probe and bind
 		port, err := freePort()
@@ -74,7 +83,7 @@ func Start(t testing.TB, extra ...string) *Server {
 			"--protected-mode", "no", "--daemonize", "no", "--logfile", "redis.log",
 			"--enable-debug-command", "local",
 		}, extra...)
-		if lastErr = s.start(); lastErr == nil {
+		if lastErr = s.start(s.args); lastErr == nil {
 			t.Cleanup(s.kill)
 			return s
 		}
@@ -102,10 +111,13 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// start runs the process and waits until it answers PING.
-func (s *Server) start() error {
-	cmd := exec.Command(s.bin, s.args...)
+// start runs the process with args and waits until it answers PING.
+func (s *Server) start(args []string) error {
+	cmd := exec.Command(s.bin, args...)
 	cmd.Dir = s.Dir
+	if len(s.env) > 0 {
+		cmd.Env = append(os.Environ(), s.env...)
+	}
 	if err := cmd.Start(); err != nil {
 		return err
 	}
@@ -195,11 +207,39 @@ func (s *Server) kill() {
 }
 
 // Restart kills the server and starts it again on the same port and
-// directory, with the same arguments.
-func (s *Server) Restart() {
+// directory, with the arguments it was started with plus extra for this run
+// only (later arguments win, so "--appendonly", "yes" overrides the default).
+// Unless persistence is on, the restarted server has forgotten every key.
+func (s *Server) Restart(extra ...string) {
 	s.t.Helper()
 	s.kill()
-	if err := s.start(); err != nil {
+	if err := s.start(append(append([]string(nil), s.args...), extra...)); err != nil {
 		s.t.Fatalf("redistest: restart: %v", err)
 	}
+}
+
+// Stopped reports whether the process is not running (killed and not
+// restarted).
+func (s *Server) Stopped() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cmd == nil
+}
+
+// WipeData removes the server's persistence files (RDB and AOF); call it
+// while the server is stopped, so that the next start begins empty.
+func (s *Server) WipeData() error {
+	entries, err := os.ReadDir(s.Dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if e.Name() == "redis.log" {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(s.Dir, e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
 }

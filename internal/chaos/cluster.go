@@ -1,0 +1,351 @@
+// Package chaos is the fault-injection harness of redlock's fault suite
+// (chaos_test.go at the module root): real redis-server masters, each behind
+// an in-process Toxiproxy TCP proxy, with faults a test can switch on and
+// off — kill, restart with or without persistence, SIGSTOP, black-holed
+// requests, lost replies, added latency, connection resets and a forward jump
+// of one node's clock — and the History that proves no two holders' validity
+// windows overlapped.
+//
+// Network faults go through Toxiproxy (github.com/Shopify/toxiproxy/v2, run
+// inside the test process) rather than a home-made proxy: its toxics are
+// well tested, apply to connections already open, and tc/iptables are not
+// available on the machines that run the suite.
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
+
+	"github.com/redlock-go/redlock/internal/redistest"
+)
+
+// Where Debian puts the libraries of the clock-jump fault. Redis's jemalloc
+// deadlocks under libfaketime alone; tcmalloc preloaded first avoids it.
+const (
+	libTCMalloc  = "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4"
+	libFaketime  = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
+	aofArguments = "--appendonly yes --appendfsync always"
+)
+
+// A Cluster is n independent masters behind proxies.
+type Cluster struct {
+	Nodes []*Node
+	t     testing.TB
+}
+
+// A Node is one master: the redis-server process, the proxy clients talk
+// through, and an admin client that bypasses the proxy.
+type Node struct {
+	Index  int
+	Server *redistest.Server
+	Proxy  *toxiproxy.Proxy
+	Admin  *redis.Client // straight to the server, never faulted, no retries
+
+	clockFile string // libfaketime's timestamp file; "" when the clock is real
+	mu        sync.Mutex
+	toxics    []string
+	aof       bool // running with appendfsync always since the last restart
+}
+
+// Options configure a Cluster.
+type Options struct {
+	// ClockNode is the index of the node whose clock JumpClock may move
+	// (started under libfaketime when it is installed); -1 for none.
+	ClockNode int
+}
+
+// Start starts n masters, each behind its own proxy. Everything stops when
+// the test ends.
+func Start(t testing.TB, n int, opt Options) *Cluster {
+	t.Helper()
+	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
+	c := &Cluster{t: t}
+	for i := 0; i < n; i++ {
+		node := &Node{Index: i}
+		var env []string
+		if i == opt.ClockNode && FaketimeAvailable() {
+			node.clockFile = filepath.Join(t.TempDir(), "faketime")
+			if err := os.WriteFile(node.clockFile, []byte("+0\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			env = []string{
+				"LD_PRELOAD=" + libTCMalloc + ":" + libFaketime,
+				"FAKETIME_TIMESTAMP_FILE=" + node.clockFile,
+				"FAKETIME_NO_CACHE=1",
+				"FAKETIME_DONT_FAKE_MONOTONIC=1",
+			}
+		}
+		node.Server = redistest.StartEnv(t, env)
+		node.Admin = node.Server.Client(&redis.Options{MaxRetries: -1})
+		node.Proxy = toxiproxy.NewProxy(srv, fmt.Sprintf("redis%d", i), "127.0.0.1:0", node.Server.Addr)
+		if err := node.Proxy.Start(); err != nil {
+			t.Fatalf("chaos: proxy for node %d: %v", i, err)
+		}
+		t.Cleanup(node.Proxy.Stop)
+		c.Nodes = append(c.Nodes, node)
+	}
+	return c
+}
+
+// FaketimeAvailable reports whether the clock-jump libraries are installed
+// (Debian packages libfaketime and libtcmalloc-minimal4).
+func FaketimeAvailable() bool {
+	for _, f := range []string{libTCMalloc, libFaketime} {
+		if _, err := os.Stat(f); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// Clients returns one go-redis client per node, through the proxies, with
+// go-redis's default options (3 s read timeout, 3 retries that re-send a
+// command after a network error) unless opt says otherwise.
+func (c *Cluster) Clients(opt *redis.Options) []redis.UniversalClient {
+	cs := make([]redis.UniversalClient, len(c.Nodes))
+	for i, n := range c.Nodes {
+		o := redis.Options{}
+		if opt != nil {
+			o = *opt
+		}
+		o.Addr = n.Proxy.Listen
+		rc := redis.NewClient(&o)
+		c.t.Cleanup(func() { _ = rc.Close() })
+		cs[i] = rc
+	}
+	return cs
+}
+
+// Heal removes every network fault and resumes every paused node.
+func (c *Cluster) Heal() {
+	for _, n := range c.Nodes {
+		n.Heal()
+		n.Server.Resume()
+	}
+}
+
+// Reset returns the cluster to its initial state between scenarios: faults
+// healed, every node running without persistence and with its real clock,
+// and no keys.
+func (c *Cluster) Reset(t testing.TB) {
+	t.Helper()
+	c.Heal()
+	for _, n := range c.Nodes {
+		if n.Server.Stopped() || n.aof {
+			n.Server.Kill()
+			if err := n.Server.WipeData(); err != nil {
+				t.Fatal(err)
+			}
+			n.Server.Restart()
+			n.aof = false
+		}
+		if n.clockFile != "" {
+			n.setClock("+0")
+		}
+		if err := n.Admin.FlushAll(context.Background()).Err(); err != nil {
+			t.Fatalf("chaos: FLUSHALL on node %d: %v", n.Index, err)
+		}
+	}
+}
+
+// Keys returns how many keys each node holds.
+func (c *Cluster) Keys(t testing.TB) []int64 {
+	t.Helper()
+	out := make([]int64, len(c.Nodes))
+	for i, n := range c.Nodes {
+		k, err := n.Admin.DBSize(context.Background()).Result()
+		if err != nil {
+			t.Fatalf("chaos: DBSIZE on node %d: %v", i, err)
+		}
+		out[i] = k
+	}
+	return out
+}
+
+// Values returns key's value on every node, "" where absent.
+func (c *Cluster) Values(t testing.TB, key string) []string {
+	t.Helper()
+	out := make([]string, len(c.Nodes))
+	for i, n := range c.Nodes {
+		v, err := n.Admin.Get(context.Background(), key).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			t.Fatalf("chaos: GET on node %d: %v", i, err)
+		}
+		out[i] = v
+	}
+	return out
+}
+
+// PTTLs returns key's remaining time to live on every node (negative where
+// the key is absent or has no expiry, as Redis reports it).
+func (c *Cluster) PTTLs(t testing.TB, key string) []time.Duration {
+	t.Helper()
+	out := make([]time.Duration, len(c.Nodes))
+	for i, n := range c.Nodes {
+		d, err := n.Admin.PTTL(context.Background(), key).Result()
+		if err != nil {
+			t.Fatalf("chaos: PTTL on node %d: %v", i, err)
+		}
+		out[i] = d
+	}
+	return out
+}
+
+func (n *Node) addToxic(name, typ, stream string, attrs string) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	spec := fmt.Sprintf(`{"name":%q,"type":%q,"stream":%q,"toxicity":1,"attributes":%s}`, name, typ, stream, attrs)
+	if _, err := n.Proxy.Toxics.AddToxicJson(strings.NewReader(spec)); err != nil {
+		return fmt.Errorf("chaos: node %d: toxic %s: %w", n.Index, name, err)
+	}
+	n.toxics = append(n.toxics, name)
+	return nil
+}
+
+// BlackHole drops every request to the node from now on: commands never
+// reach it and clients wait for replies that never come.
+func (n *Node) BlackHole() error { return n.addToxic("blackhole", "timeout", "upstream", `{"timeout":0}`) }
+
+// DropReplies lets requests through but drops every reply: commands run,
+// clients never learn it.
+func (n *Node) DropReplies() error {
+	return n.addToxic("lost_replies", "timeout", "downstream", `{"timeout":0}`)
+}
+
+// DropRepliesThenClose drops replies and closes each connection after
+// after, so that go-redis sees a network error and re-sends the command on a
+// new connection (its MaxRetries), where it runs again.
+func (n *Node) DropRepliesThenClose(after time.Duration) error {
+	return n.addToxic("lost_replies_close", "timeout", "downstream", fmt.Sprintf(`{"timeout":%d}`, after.Milliseconds()))
+}
+
+// Latency delays every reply by d.
+func (n *Node) Latency(d time.Duration) error {
+	return n.addToxic("latency", "latency", "downstream", fmt.Sprintf(`{"latency":%d,"jitter":0}`, d.Milliseconds()))
+}
+
+// ResetConnections answers every request with a TCP reset: the request is
+// dropped and the connection torn down.
+func (n *Node) ResetConnections() error {
+	return n.addToxic("reset", "reset_peer", "upstream", `{"timeout":0}`)
+}
+
+// Heal removes the node's network faults. Removing a toxic that swallowed
+// data closes the connections it held, so clients waiting on them get an
+// error at once instead of waiting out their read timeout.
+func (n *Node) Heal() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, name := range n.toxics {
+		_ = n.Proxy.Toxics.RemoveToxic(context.Background(), name)
+	}
+	n.toxics = nil
+}
+
+// EnableAOF switches the running node to appendfsync always and waits until
+// its AOF is in place, so that a key written from now on survives a kill.
+// Restart the node with RestartAOF to load it.
+func (n *Node) EnableAOF() error {
+	ctx := context.Background()
+	if err := n.Admin.ConfigSet(ctx, "appendfsync", "always").Err(); err != nil {
+		return err
+	}
+	if err := n.Admin.ConfigSet(ctx, "appendonly", "yes").Err(); err != nil {
+		return err
+	}
+	n.aof = true
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		info, err := n.Admin.Info(ctx, "persistence").Result()
+		if err != nil {
+			return err
+		}
+		if strings.Contains(info, "aof_enabled:1") && strings.Contains(info, "aof_rewrite_in_progress:0") &&
+			strings.Contains(info, "aof_rewrite_scheduled:0") {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("chaos: node %d: AOF not ready: %s", n.Index, info)
+		}
+		time.Sleep(5 * time.Millisecond) // polling the server's state; it offers no signal
+	}
+}
+
+// RestartAOF kills the node and starts it again with appendfsync always,
+// loading what its AOF holds.
+func (n *Node) RestartAOF() {
+	n.aof = true
+	n.Server.Restart(strings.Fields(aofArguments)...)
+}
+
+// RestartEmpty kills the node, removes its persistence files and starts it
+// again: it has forgotten every key, as a master without persistence does
+// after a crash.
+func (n *Node) RestartEmpty() error {
+	n.Server.Kill()
+	if err := n.Server.WipeData(); err != nil {
+		return err
+	}
+	n.Server.Restart()
+	n.aof = false
+	return nil
+}
+
+// ClockFaked reports whether JumpClock moves the node's real clock
+// (libfaketime) rather than shaving its keys' TTLs.
+func (n *Node) ClockFaked() bool { return n.clockFile != "" }
+
+// JumpClock moves the node's clock forward by d, so that Redis, which
+// expires keys by wall clock, ends every TTL d early. Under libfaketime the
+// process clock itself jumps; otherwise (fallback) every key's PTTL is cut
+// by d, which is what the jump does to the keys.
+func (n *Node) JumpClock(d time.Duration) error {
+	if n.clockFile != "" {
+		n.setClock(fmt.Sprintf("+%.3f", d.Seconds()))
+		return nil
+	}
+	ctx := context.Background()
+	keys, err := n.Admin.Keys(ctx, "*").Result()
+	if err != nil {
+		return err
+	}
+	for _, k := range keys {
+		left, err := n.Admin.PTTL(ctx, k).Result()
+		if err != nil {
+			return err
+		}
+		if left < 0 {
+			continue
+		}
+		if left <= d {
+			err = n.Admin.Del(ctx, k).Err()
+		} else {
+			err = n.Admin.PExpire(ctx, k, left-d).Err()
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (n *Node) setClock(offset string) {
+	// Written to a temporary file and renamed, so that libfaketime, which
+	// rereads the file on every clock call, never sees it half written.
+	tmp := n.clockFile + ".tmp"
+	if err := os.WriteFile(tmp, []byte(offset+"\n"), 0o600); err == nil {
+		_ = os.Rename(tmp, n.clockFile)
+	}
+}
