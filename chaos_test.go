@@ -822,7 +822,7 @@ func soak(s *scenario) {
 	faults := 0
 	end := time.Now().Add(length)
 	for time.Now().Before(end) {
-		time.Sleep(time.Duration(s.rng.Int64N(int64(scaled(150*time.Millisecond))))) // the schedule's pace
+		time.Sleep(time.Duration(s.rng.Int64N(int64(scaled(150 * time.Millisecond))))) // the schedule's pace
 		i := s.rng.IntN(len(s.cl.Nodes))
 		if nodes[i].faulty {
 			heal(i)

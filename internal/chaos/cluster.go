@@ -216,7 +216,9 @@ func (n *Node) addToxic(name, typ, stream string, attrs string) error {
 
 // BlackHole drops every request to the node from now on: commands never
 // reach it and clients wait for replies that never come.
-func (n *Node) BlackHole() error { return n.addToxic("blackhole", "timeout", "upstream", `{"timeout":0}`) }
+func (n *Node) BlackHole() error {
+	return n.addToxic("blackhole", "timeout", "upstream", `{"timeout":0}`)
+}
 
 // DropReplies lets requests through but drops every reply: commands run,
 // clients never learn it.

@@ -56,7 +56,7 @@ func TestOverlapsUsesTheEarlierOfReleaseAndValidity(t *testing.T) {
 func TestOverlapsComparesWithTheLongestOpenWindow(t *testing.T) {
 	h := NewHistory()
 	hold(h, "long", 0, 1000*ms, 0)
-	hold(h, "short", 10*ms, 20*ms, 0) // overlaps long
+	hold(h, "short", 10*ms, 20*ms, 0)  // overlaps long
 	hold(h, "late", 500*ms, 600*ms, 0) // overlaps long, not short
 	if got := h.Overlaps(); len(got) != 2 {
 		t.Fatalf("Overlaps = %v, want two", got)
