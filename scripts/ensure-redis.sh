@@ -1,17 +1,29 @@
 #!/usr/bin/env bash
-# Makes sure redis-server is on PATH for the integration tests: installs it
-# from Debian's packages when it is missing and we can, fails loudly when not.
+# Makes sure what the real-server tests need is installed: redis-server on
+# PATH, and the libraries of the fault suite's clock jump (libfaketime,
+# libtcmalloc-minimal4). Installs them from Debian's packages when they are
+# missing and we can. A missing redis-server fails loudly; without the clock
+# libraries the suite falls back to shaving TTLs, so they are best effort.
 set -euo pipefail
-if [ -n "${REDIS_SERVER:-}" ] || command -v redis-server >/dev/null 2>&1; then
-  exit 0
+need=()
+if [ -z "${REDIS_SERVER:-}" ] && ! command -v redis-server >/dev/null 2>&1; then
+  need+=(redis-server)
 fi
+if command -v dpkg >/dev/null 2>&1; then
+  for p in libfaketime libtcmalloc-minimal4; do
+    dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
+  done
+fi
+[ ${#need[@]} -eq 0 ] && exit 0
 if command -v apt-get >/dev/null 2>&1; then
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo -n"
-  echo "redis-server is missing: installing it with apt-get" >&2
+  echo "installing with apt-get: ${need[*]}" >&2
   $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq redis-server >/dev/null
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}" >/dev/null
   exit 0
 fi
-echo "redis-server is missing: install it (brew install redis, or your distribution's redis package) or set REDIS_SERVER" >&2
-exit 1
+if [[ " ${need[*]} " == *" redis-server "* ]]; then
+  echo "redis-server is missing: install it (brew install redis, or your distribution's redis package) or set REDIS_SERVER" >&2
+  exit 1
+fi

@@ -100,8 +100,12 @@ func Start(t testing.TB, n int, opt Options) *Cluster {
 }
 
 // FaketimeAvailable reports whether the clock-jump libraries are installed
-// (Debian packages libfaketime and libtcmalloc-minimal4).
+// (Debian packages libfaketime and libtcmalloc-minimal4) and not turned off
+// with REDLOCK_CHAOS_NO_FAKETIME=1, which selects the TTL-shaving fallback.
 func FaketimeAvailable() bool {
+	if os.Getenv("REDLOCK_CHAOS_NO_FAKETIME") == "1" {
+		return false
+	}
 	for _, f := range []string{libTCMalloc, libFaketime} {
 		if _, err := os.Stat(f); err != nil {
 			return false
