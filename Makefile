@@ -4,7 +4,7 @@ GOLANGCI_LINT_VERSION := v2.15.0
 GOBIN := $(shell go env GOPATH)/bin
 GOLANGCI_LINT := $(GOBIN)/golangci-lint
 
-.PHONY: test check lint race fuzz bench demo compose-smoke
+.PHONY: test check lint race fuzz bench demo compose-smoke chaos-soak
 
 ## test: formatting, vet, lint, then every test with the race detector (needs redis-server; installed when missing)
 test: check race fuzz
@@ -27,6 +27,12 @@ race:
 FUZZTIME ?= 10s
 fuzz:
 	go test -run '^$$' -fuzz FuzzValidity -fuzztime $(FUZZTIME) .
+
+## chaos-soak: the fault suite's random soak for longer (CI runs 3 s, 12 s under -race)
+SOAK ?= 60s
+chaos-soak:
+	scripts/ensure-redis.sh
+	go test -race -count=1 -run 'TestChaos/18' -v . -args -chaos.soak=$(SOAK)
 
 ## bench: benchmarks on real redis-server processes (compare runs with benchstat)
 bench:
