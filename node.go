@@ -38,9 +38,10 @@ func (n *node) acquire(ctx context.Context, key, token string, ttl time.Duration
 	return n.run(ctx, acquireScript, key, token, ttl.Milliseconds())
 }
 
-// release deletes the key if it holds token: true when it did.
+// release deletes the key if it holds token, and announces the release to
+// waiters: true when it did.
 func (n *node) release(ctx context.Context, key, token string) (bool, error) {
-	return n.run(ctx, releaseScript, key, token)
+	return n.run(ctx, releaseScript, key, token, releaseChannel(key))
 }
 
 // extend sets the key's expiry to ttl if it holds token: true when it did.

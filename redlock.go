@@ -31,6 +31,18 @@ type config struct {
 	driftFactor float64
 	retryMin    time.Duration
 	retryMax    time.Duration
+
+	// Off only in tests and benchmarks that measure what they save.
+	noQueue bool // no per-key FIFO of local waiters
+	noWake  bool // no pub/sub release notices
+}
+
+// subscribeTimeout bounds one SUBSCRIBE or UNSUBSCRIBE call.
+func (cfg *config) subscribeTimeout() time.Duration {
+	if cfg.nodeTimeout > 0 {
+		return cfg.nodeTimeout
+	}
+	return DefaultMaxNodeTimeout
 }
 
 // WithNodeTimeout sets the deadline each node has to answer one request,
@@ -93,6 +105,9 @@ type Client struct {
 	mu     sync.RWMutex // guards closed against bg.Add after bg.Wait
 	closed bool
 	bg     sync.WaitGroup // goroutines still talking to nodes
+
+	turns turns // per-key FIFO of this Client's waiters
+	wk    waker // release notices for waiters
 }
 
 // New returns a Client over nodes, which must be independent masters (not
@@ -125,6 +140,7 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 			return nil, err
 		}
 	}
+	c.wk.c = c
 	return c, nil
 }
 
@@ -137,6 +153,7 @@ func (c *Client) Close() error {
 	c.mu.Lock()
 	c.closed = true
 	c.mu.Unlock()
+	c.wk.close()
 	c.bg.Wait()
 	return nil
 }
@@ -168,8 +185,17 @@ func (c *Client) TryLock(ctx context.Context, key string, ttl time.Duration) (*L
 }
 
 // Lock takes the lock on key for ttl, waiting until it is obtained or ctx
-// ends. It makes an attempt like TryLock, and after each failure waits a
-// jittered, growing delay (see WithRetryDelay) before the next.
+// ends. It makes an attempt like TryLock, and after each failure waits until
+// the key is released or a jittered, growing delay (see WithRetryDelay) has
+// passed, whichever comes first, before the next.
+//
+// Waiting is cheap for the masters. Goroutines that call Lock on one Client
+// for the same key queue in FIFO order, and only the first makes attempts;
+// the others wait, without any request, until the lock it obtained is
+// released or its validity ends. A waiter learns of a release from a
+// pub/sub notice that Unlock publishes on every node (the Client keeps one
+// subscription connection per node while it has waiters); a lost notice
+// costs latency, never liveness, since the delay always runs as well.
 //
 // When ctx ends first, Lock returns an error that matches both
 // ErrNotObtained and ctx.Err() with errors.Is, and wraps the *QuorumError of
@@ -181,9 +207,32 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration) (*Lock
 	if err != nil {
 		return nil, err
 	}
+	pass := func() {}
+	if !c.cfg.noQueue {
+		if pass, err = c.turns.take(ctx, key); err != nil {
+			return nil, fmt.Errorf("%w: %q: waiting behind this Client's earlier waiters: %w", ErrNotObtained, key, err)
+		}
+	}
+	l, err := c.wait(ctx, key, ttl)
+	if err != nil {
+		pass()
+		return nil, err
+	}
+	l.passTurnAtEnd(pass)
+	return l, nil
+}
+
+// wait is Lock's retry loop.
+func (c *Client) wait(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
 	var timer *time.Timer
+	var notices func() <-chan struct{}
 	var last error // the last attempt that was decided without ctx ending
 	for k := 0; ; k++ {
+		var released <-chan struct{}
+		if notices != nil {
+			// Taken before the attempt: a notice during it wakes us at once.
+			released = notices()
+		}
 		l, err := c.attempt(ctx, key, ttl)
 		if err == nil {
 			return l, nil
@@ -200,6 +249,11 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration) (*Lock
 			return nil, withCtx(ctx, last)
 		}
 		last = err
+		if notices == nil && !c.cfg.noWake {
+			var unwatch func()
+			notices, unwatch = c.wk.watch(key)
+			defer unwatch()
+		}
 		d := c.cfg.backoff(k)
 		if timer == nil {
 			timer = time.NewTimer(d)
@@ -209,6 +263,7 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration) (*Lock
 		}
 		select {
 		case <-timer.C:
+		case <-released:
 		case <-ctx.Done():
 			return nil, withCtx(ctx, last)
 		}
@@ -310,6 +365,8 @@ func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration) (*L
 	})
 	if r.won() && validity(ttl, r.elapsed(), c.cfg.driftFactor) > 0 {
 		l.until = validUntil(r.start, ttl, c.cfg.driftFactor)
+		l.done = make(chan struct{})
+		l.timer = time.AfterFunc(time.Until(l.until), l.expire)
 		return l, nil
 	}
 	// Spec step 4: release everywhere, including nodes that failed or timed
@@ -342,6 +399,76 @@ type Lock struct {
 	ttl      time.Duration // of the last successful acquisition or extension
 	until    time.Time
 	released bool
+	done     chan struct{} // closed when the validity ends or Unlock is called
+	ended    bool          // done is closed
+	timer    *time.Timer   // runs expire at until
+	pass     func()        // hands the Client's turn for key to its next waiter
+}
+
+// Done returns a channel that is closed when the lock can no longer be
+// trusted: its validity ended (Until passed without a successful Extend), an
+// Extend found it lost, or Unlock was called. Select on it next to the work
+// the lock protects. For a nil *Lock it returns a closed channel.
+func (l *Lock) Done() <-chan struct{} {
+	if l == nil {
+		return closedChan
+	}
+	return l.done
+}
+
+var closedChan = func() chan struct{} {
+	ch := make(chan struct{})
+	close(ch)
+	return ch
+}()
+
+// expire runs at Until: it ends the lock unless an extension moved Until.
+func (l *Lock) expire() {
+	l.mu.Lock()
+	if !l.ended {
+		if d := time.Until(l.until); d > 0 {
+			l.timer.Reset(d)
+			l.mu.Unlock()
+			return
+		}
+	}
+	l.endLocked()
+	pass := l.takePass()
+	l.mu.Unlock()
+	pass()
+}
+
+// endLocked closes done once. Called with l.mu held.
+func (l *Lock) endLocked() {
+	if l.ended {
+		return
+	}
+	l.ended = true
+	close(l.done)
+	l.timer.Stop()
+}
+
+// takePass returns the turn-passing function, once. Called with l.mu held.
+func (l *Lock) takePass() func() {
+	p := l.pass
+	l.pass = nil
+	if p == nil {
+		return func() {}
+	}
+	return p
+}
+
+// passTurnAtEnd makes the lock hand the Client's turn for its key to the
+// next local waiter when it is released or its validity ends.
+func (l *Lock) passTurnAtEnd(pass func()) {
+	l.mu.Lock()
+	if l.ended && !l.released {
+		l.mu.Unlock()
+		pass() // the validity already ended
+		return
+	}
+	l.pass = pass
+	l.mu.Unlock()
 }
 
 // Key returns the locked key.
@@ -408,17 +535,24 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	})
 
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	switch {
-	case l.released:
-		return r.error(ErrNotHeld) // Unlock ran meanwhile
+	case l.released || l.ended:
+		l.mu.Unlock()
+		return r.error(ErrNotHeld) // Unlock or the validity end came first
 	case r.won() && r.decided.Before(l.until) && validity(ttl, r.elapsed(), c.cfg.driftFactor) > 0:
 		l.ttl, l.until = ttl, validUntil(start, ttl, c.cfg.driftFactor)
+		l.timer.Reset(time.Until(l.until))
+		l.mu.Unlock()
 		return nil
 	case r.refused > len(c.nodes)-c.quorum || !r.decided.Before(l.until):
 		l.until = r.decided // lost: no majority holds our token
+		l.endLocked()
+		pass := l.takePass()
+		l.mu.Unlock()
+		pass()
 		return r.error(ErrNotHeld)
 	}
+	l.mu.Unlock()
 	return withCtx(ctx, r.error(ErrNotObtained))
 }
 
@@ -465,8 +599,11 @@ func (l *Lock) Unlock(ctx context.Context) error {
 		return fmt.Errorf("%w: %q was already released", ErrNotHeld, l.key)
 	}
 	l.released = true
+	l.endLocked()
 	until, ttl := l.until, l.ttl
+	pass := l.takePass()
 	l.mu.Unlock()
+	defer pass() // the next local waiter tries once the deletes are decided
 	if err := c.enter(); err != nil {
 		return err
 	}
