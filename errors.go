@@ -30,6 +30,12 @@ var (
 
 	// ErrClosed reports an operation on a Client after Close.
 	ErrClosed = errors.New("redlock: client closed")
+
+	// ErrLockLost reports, from Do, that the lock stopped being trustworthy
+	// while fn ran: an extension was refused, or the validity ended before
+	// one succeeded. fn's context was cancelled at that moment, and its
+	// work may have overlapped another holder's.
+	ErrLockLost = errors.New("redlock: lock lost")
 )
 
 // Per-node outcomes, found inside a *QuorumError with errors.Is.

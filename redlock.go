@@ -250,9 +250,13 @@ func (c *Client) wait(ctx context.Context, key string, ttl time.Duration) (*Lock
 		}
 		last = err
 		if notices == nil && !c.cfg.noWake {
+			// Subscribe after the first failure, so uncontended locks
+			// cost nothing. A release before the subscription is active
+			// is missed and costs this one wait its timer.
 			var unwatch func()
 			notices, unwatch = c.wk.watch(key)
 			defer unwatch()
+			released = notices()
 		}
 		d := c.cfg.backoff(k)
 		if timer == nil {
@@ -366,7 +370,9 @@ func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration) (*L
 	if r.won() && validity(ttl, r.elapsed(), c.cfg.driftFactor) > 0 {
 		l.until = validUntil(r.start, ttl, c.cfg.driftFactor)
 		l.done = make(chan struct{})
+		l.mu.Lock() // expire may run before the assignment is done
 		l.timer = time.AfterFunc(time.Until(l.until), l.expire)
+		l.mu.Unlock()
 		return l, nil
 	}
 	// Spec step 4: release everywhere, including nodes that failed or timed

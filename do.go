@@ -1,0 +1,98 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Do runs fn while holding the lock on key, and keeps the lock for as long
+// as fn runs.
+//
+// It waits for the lock like Lock (ctx bounds the wait and is the parent of
+// fn's context). While fn runs, a goroutine extends the lock to ttl every
+// ttl/3, retrying a failed extension within the remaining validity. The
+// moment the lock can no longer be trusted — an extension found it lost, or
+// its validity ended without a successful extension — fn's context is
+// cancelled, with a cause matching ErrLockLost (context.Cause). fn must stop
+// acting on the protected resource when its context is done. When fn
+// returns, the lock is released, and no goroutine started by Do outlives it.
+//
+// Do returns:
+//   - the Lock error (matching ErrNotObtained, ErrInvalidArgument, …) when
+//     the lock was not obtained; fn did not run;
+//   - an error matching ErrLockLost when the lock was lost while fn ran,
+//     joined with fn's own error if it returned one;
+//   - otherwise fn's error, unchanged (nil on success).
+//
+// A release that fails after fn succeeded under the lock is not reported:
+// the work was done while the lock was held, and the keys expire with their
+// TTL. Nested Do or Lock calls for the same key from inside fn are not
+// re-entrant: pass the held lock's context down instead (see the README).
+func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(ctx context.Context) error) error {
+	if fn == nil {
+		return fmt.Errorf("%w: nil fn", ErrInvalidArgument)
+	}
+	l, err := c.Lock(ctx, key, ttl)
+	if err != nil {
+		return err
+	}
+	fnCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := make(chan struct{})
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		l.keepAlive(stop, ttl, cancel)
+	}()
+
+	fnErr := fn(fnCtx)
+	close(stop)
+	<-watched
+	lost := context.Cause(fnCtx)
+	if !errors.Is(lost, ErrLockLost) && !time.Now().Before(l.Until()) {
+		// fn returned just as the validity ended, before the watchdog saw it.
+		lost = fmt.Errorf("%w: %q: validity ended as fn returned", ErrLockLost, key)
+	}
+	_ = l.Unlock(context.WithoutCancel(ctx))
+	if errors.Is(lost, ErrLockLost) {
+		return errors.Join(lost, fnErr)
+	}
+	return fnErr
+}
+
+// keepAlive extends l to ttl every ttl/3 until stop is closed, and calls
+// lose with an ErrLockLost cause as soon as the lock is lost or its
+// validity ends.
+func (l *Lock) keepAlive(stop <-chan struct{}, ttl time.Duration, lose context.CancelCauseFunc) {
+	c := l.c
+	every := max(ttl/3, time.Millisecond)
+	timer := time.NewTimer(every)
+	defer timer.Stop()
+	failures := 0
+	for {
+		select {
+		case <-stop:
+			return
+		case <-l.Done():
+			lose(fmt.Errorf("%w: %q: validity ended without a successful extension", ErrLockLost, l.key))
+			return
+		case <-timer.C:
+		}
+		err := l.Extend(context.Background(), ttl)
+		switch {
+		case err == nil:
+			failures = 0
+			timer.Reset(every)
+		case errors.Is(err, ErrNotHeld) || errors.Is(err, ErrClosed):
+			lose(fmt.Errorf("%w: %q: %w", ErrLockLost, l.key, err))
+			return
+		default:
+			// Not obtained this time (timeouts, errors): retry while
+			// validity is left; Done fires if none is.
+			timer.Reset(c.cfg.backoff(failures))
+			failures++
+		}
+	}
+}
