@@ -1,6 +1,10 @@
 package redlock
 
 import (
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -68,4 +72,125 @@ func BenchmarkFiveNodesOnePaused(b *testing.B) {
 	clients := benchClients(servers)
 	servers[4].Pause()
 	benchLockUnlock(b, clients, servers[4].Resume, WithNodeTimeout(50*time.Millisecond))
+}
+
+// withoutWaitShortcuts turns off the local FIFO and the pub/sub wake-ups, so
+// that BenchmarkContended can measure them against plain jittered polling in
+// the same run.
+func withoutWaitShortcuts() Option {
+	return func(cfg *config) error {
+		cfg.noQueue, cfg.noWake = true, true
+		return nil
+	}
+}
+
+// BenchmarkContended: 8 workers take one key in turn on five masters, each
+// holding it 1 ms, until b.N acquisitions in all. "one-client" is 8
+// goroutines of one process sharing a Client (the local FIFO applies);
+// "8-clients" is 8 Clients, as 8 processes would be (only the pub/sub
+// wake-ups apply). "polling" turns both off: the retry delay alone. Custom
+// metrics: commands sent per acquisition (go-redis commands plus the
+// SUBSCRIBE/UNSUBSCRIBE calls the servers saw), the p99 wait in Lock, and the
+// share of acquisitions won by the worker that held the lock just before.
+func BenchmarkContended(b *testing.B) {
+	servers := redistest.StartN(b, 5)
+	for _, mode := range []string{"polling", "wakeups"} {
+		for _, shape := range []string{"one-client", "8-clients"} {
+			b.Run(mode+"/"+shape, func(b *testing.B) {
+				var opts []Option
+				if mode == "polling" {
+					opts = append(opts, withoutWaitShortcuts())
+				}
+				benchContended(b, servers, shape == "one-client", opts...)
+			})
+		}
+	}
+}
+
+func benchContended(b *testing.B, servers []*redistest.Server, shared bool, opts ...Option) {
+	const workers = 8
+	const hold = time.Millisecond
+	clients := benchClients(servers)
+	cmds := countCommands(clients)
+	subs := func() int64 {
+		var n int64
+		for _, s := range servers {
+			info, err := s.Client(nil).Info(bg, "commandstats").Result()
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, line := range strings.Split(info, "\n") {
+				for _, cmd := range []string{"cmdstat_subscribe:", "cmdstat_unsubscribe:"} {
+					if rest, ok := strings.CutPrefix(strings.TrimSpace(line), cmd); ok {
+						var calls int64
+						if _, err := fmt.Sscanf(rest, "calls=%d", &calls); err == nil {
+							n += calls
+						}
+					}
+				}
+			}
+		}
+		return n
+	}
+	cs := make([]*Client, workers)
+	for i := range cs {
+		if i == 0 || !shared {
+			c, err := New(clients, opts...)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			cs[i] = c
+		} else {
+			cs[i] = cs[0]
+		}
+	}
+	key := fmt.Sprintf("contended:%d", b.N)
+	var mu sync.Mutex
+	var waits []time.Duration
+	last, same, total := -1, 0, 0
+	var wg sync.WaitGroup
+	subs0, cmds0 := subs(), cmds.n.Load()
+	b.ResetTimer()
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				start := time.Now()
+				l, err := cs[w].Lock(bg, key, 10*time.Second)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				waited := time.Since(start)
+				mu.Lock()
+				done := total >= b.N
+				if !done {
+					total++
+					waits = append(waits, waited)
+					if w == last {
+						same++
+					}
+					last = w
+				}
+				mu.Unlock()
+				time.Sleep(hold) // the critical section
+				_ = l.Unlock(bg)
+				if done {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	b.StopTimer()
+	for _, c := range cs {
+		settle(c)
+	}
+	sent := cmds.n.Load() - cmds0 + subs() - subs0
+	slices.Sort(waits)
+	b.ReportMetric(float64(sent)/float64(total), "cmds/acq")
+	b.ReportMetric(float64(waits[len(waits)*99/100].Microseconds())/1000, "p99-wait-ms")
+	b.ReportMetric(100*float64(same)/float64(total), "same-worker-%")
 }

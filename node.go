@@ -38,10 +38,14 @@ func (n *node) acquire(ctx context.Context, key, token string, ttl time.Duration
 	return n.run(ctx, acquireScript, key, token, ttl.Milliseconds())
 }
 
-// release deletes the key if it holds token, and announces the release to
-// waiters: true when it did.
-func (n *node) release(ctx context.Context, key, token string) (bool, error) {
-	return n.run(ctx, releaseScript, key, token, releaseChannel(key))
+// release deletes the key if it holds token: true when it did. With
+// announce, it also tells waiters on the key's release channel.
+func (n *node) release(ctx context.Context, key, token string, announce bool) (bool, error) {
+	channel := ""
+	if announce {
+		channel = releaseChannel(key)
+	}
+	return n.run(ctx, releaseScript, key, token, channel)
 }
 
 // extend sets the key's expiry to ttl if it holds token: true when it did.

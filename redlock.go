@@ -233,10 +233,12 @@ func (c *Client) wait(ctx context.Context, key string, ttl time.Duration) (*Lock
 			// Taken before the attempt: a notice during it wakes us at once.
 			released = notices()
 		}
+		began := time.Now()
 		l, err := c.attempt(ctx, key, ttl)
 		if err == nil {
 			return l, nil
 		}
+		attemptTook := time.Since(began)
 		if !errors.Is(err, ErrNotObtained) {
 			return nil, err
 		}
@@ -268,6 +270,16 @@ func (c *Client) wait(ctx context.Context, key string, ttl time.Duration) (*Lock
 		select {
 		case <-timer.C:
 		case <-released:
+			// Every waiter of every Client heard the same notice. A short
+			// jitter, a few times one attempt's duration, lets the first
+			// of them win before the others send, instead of all of them
+			// splitting the vote.
+			timer.Reset(rand.N(4*attemptTook + 1))
+			select {
+			case <-timer.C:
+			case <-ctx.Done():
+				return nil, withCtx(ctx, last)
+			}
 		case <-ctx.Done():
 			return nil, withCtx(ctx, last)
 		}
@@ -389,7 +401,7 @@ func (c *Client) releaseNode(n *node, key, token string, ttl time.Duration) {
 		defer c.bg.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), c.nodeTimeout(ttl))
 		defer cancel()
-		_, _ = n.release(ctx, key, token)
+		_, _ = n.release(ctx, key, token, false)
 	}()
 }
 
@@ -625,7 +637,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 				// will release the node itself when it returns.
 				return false, refusalAsVote(err)
 			}
-			return n.release(ctx, l.key, l.token)
+			return n.release(ctx, l.key, l.token, true)
 		})
 
 	l.mu.Lock()
