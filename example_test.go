@@ -101,3 +101,62 @@ func ExampleLock_Extend() {
 	// Output:
 	// extended: true
 }
+
+// Do runs work that may outlive the TTL: the lock is extended while it runs,
+// and its context is cancelled if the lock is lost.
+func ExampleClient_Do() {
+	nodes, stop := fiveMasters()
+	defer stop()
+	c, err := redlock.New(nodes)
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+
+	err = c.Do(context.Background(), "report:2026-11", 10*time.Second, func(ctx context.Context) error {
+		fmt.Println("rendering under the lock")
+		return ctx.Err() // nil unless the lock was lost
+	})
+	switch {
+	case errors.Is(err, redlock.ErrNotObtained):
+		fmt.Println("someone else is rendering")
+	case errors.Is(err, redlock.ErrLockLost):
+		fmt.Println("lost the lock mid-way: check the report")
+	case err != nil:
+		fmt.Println("render failed:", err)
+	default:
+		fmt.Println("done")
+	}
+	// Output:
+	// rendering under the lock
+	// done
+}
+
+// Done closes when the lock can no longer be trusted, so work can select on it.
+func ExampleLock_Done() {
+	nodes, stop := fiveMasters()
+	defer stop()
+	c, err := redlock.New(nodes)
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+
+	l, err := c.TryLock(context.Background(), "job", 10*time.Second)
+	if err != nil {
+		panic(err)
+	}
+	work := time.After(10 * time.Millisecond)
+	select {
+	case <-work:
+		fmt.Println("work finished while held")
+	case <-l.Done():
+		fmt.Println("lock ended first: stop")
+	}
+	_ = l.Unlock(context.Background())
+	<-l.Done()
+	fmt.Println("released")
+	// Output:
+	// work finished while held
+	// released
+}
