@@ -19,7 +19,7 @@ func TestDoRunsFnUnderTheLockAndReleasesIt(t *testing.T) {
 	c := m.client()
 	errFn := errors.New("fn failed")
 	var during int
-	err := c.Do(bg, "k", time.Minute, func(ctx context.Context) error {
+	err := c.Do(bg, "k", time.Minute, func(context.Context) error {
 		during = m.everywhere("k")
 		return errFn
 	})
