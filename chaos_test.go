@@ -433,15 +433,16 @@ var scenarios = []struct {
 
 	{"09_holder_paused_past_validity", func(s *scenario) {
 		a, b := s.client(), s.client()
-		start := time.Now()
 		la, err := a.TryLock(bg, s.key, chaosTTL)
 		if err != nil {
 			s.t.Fatal(err)
 		}
 		s.acquired("A", la)
+		settle(a)
+		set := time.Now() // every SET of A has landed by now
 		// A stalls (a GC pause, a swapped-out process) past its validity
 		// and past every node's expiry of its key.
-		time.Sleep(time.Until(start.Add(chaosTTL + 10*time.Millisecond)))
+		time.Sleep(time.Until(set.Add(chaosTTL + 10*time.Millisecond)))
 		s.note("A wakes up")
 		lb, err := b.TryLock(bg, s.key, time.Minute)
 		if err != nil {
@@ -647,14 +648,14 @@ var scenarios = []struct {
 		b := s.client()
 
 		ttl := scaled(100 * time.Millisecond)
-		start := time.Now()
 		la, err := a.TryLock(bg, s.key, ttl)
 		if err != nil {
 			s.t.Fatal(err)
 		}
 		s.acquired("A", la)
 		settle(a)
-		time.Sleep(time.Until(start.Add(ttl + 10*time.Millisecond))) // A's keys expire
+		set := time.Now()                                          // every SET of A has landed by now
+		time.Sleep(time.Until(set.Add(ttl + 10*time.Millisecond))) // A's keys expire
 		lb, err := b.TryLock(bg, s.key, time.Minute)
 		if err != nil {
 			s.t.Fatal(err)

@@ -143,14 +143,15 @@ func TestRealExtendAfterExpiryIsNotHeldAndLeavesNoKey(t *testing.T) {
 	r := startReal(t, 5)
 	ttl := scaled(100 * time.Millisecond)
 	c := r.client(WithNodeTimeout(ttl / 2))
-	start := time.Now()
 	l, err := c.TryLock(bg, "k", ttl)
 	if err != nil {
 		t.Fatal(err)
 	}
+	settle(c)
+	set := time.Now()
 	// Wait until every key has expired on its node: they were all set
-	// after start, so by start+ttl+slack Redis has let them go.
-	time.Sleep(time.Until(start.Add(ttl + 10*time.Millisecond)))
+	// before set, so by set+ttl+slack Redis has let them go.
+	time.Sleep(time.Until(set.Add(ttl + 10*time.Millisecond)))
 	if err := l.Extend(bg, time.Minute); !errors.Is(err, ErrNotHeld) {
 		t.Fatalf("Extend after expiry: %v, want ErrNotHeld", err)
 	}
