@@ -26,6 +26,8 @@ import (
 //     joined with fn's own error if it returned one;
 //   - otherwise fn's error, unchanged (nil on success).
 //
+// If fn panics, Do stops extending, releases the lock and re-panics.
+//
 // A release that fails after fn succeeded under the lock is not reported:
 // the work was done while the lock was held, and the keys expire with their
 // TTL. Nested Do or Lock calls for the same key from inside fn are not
@@ -47,7 +49,16 @@ func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(
 		l.keepAlive(stop, ttl, cancel)
 	}()
 
+	finished := false
+	defer func() {
+		if !finished { // fn panicked: stop extending and release, then let the panic go on
+			close(stop)
+			<-watched
+			_ = l.Unlock(context.WithoutCancel(ctx))
+		}
+	}()
 	fnErr := fn(fnCtx)
+	finished = true
 	close(stop)
 	<-watched
 	lost := context.Cause(fnCtx)

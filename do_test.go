@@ -51,6 +51,23 @@ func (m *minis) everywhere(key string) int {
 	})
 }
 
+func TestDoReleasesAndStopsExtendingWhenFnPanics(t *testing.T) {
+	m := newMinis(t, 5, nil)
+	c := m.client()
+	func() {
+		defer func() {
+			if r := recover(); r != "boom" {
+				t.Fatalf("recovered %v, want fn's panic", r)
+			}
+		}()
+		_ = c.Do(bg, "k", scaled(60*time.Millisecond), func(context.Context) error { panic("boom") })
+	}()
+	settle(c)
+	if n := m.count("k", ""); n != 5 {
+		t.Fatalf("the key is still on %d nodes after fn panicked", 5-n)
+	}
+}
+
 func TestDoRejectsBadInputWithoutRunningFn(t *testing.T) {
 	m := newMinis(t, 3, nil)
 	c := m.client()
