@@ -3,7 +3,6 @@ package redlock
 import (
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -112,23 +111,14 @@ func benchContended(b *testing.B, servers []*redistest.Server, shared bool, opts
 	const hold = time.Millisecond
 	clients := benchClients(servers)
 	cmds := countCommands(clients)
+	admins := make([]*redis.Client, len(servers))
+	for i, s := range servers {
+		admins[i] = s.Client(nil)
+	}
 	subs := func() int64 {
 		var n int64
-		for _, s := range servers {
-			info, err := s.Client(nil).Info(bg, "commandstats").Result()
-			if err != nil {
-				b.Fatal(err)
-			}
-			for _, line := range strings.Split(info, "\n") {
-				for _, cmd := range []string{"cmdstat_subscribe:", "cmdstat_unsubscribe:"} {
-					if rest, ok := strings.CutPrefix(strings.TrimSpace(line), cmd); ok {
-						var calls int64
-						if _, err := fmt.Sscanf(rest, "calls=%d", &calls); err == nil {
-							n += calls
-						}
-					}
-				}
-			}
+		for _, a := range admins {
+			n += commandCalls(b, a, "subscribe", "unsubscribe")
 		}
 		return n
 	}
@@ -150,7 +140,7 @@ func benchContended(b *testing.B, servers []*redistest.Server, shared bool, opts
 	var waits []time.Duration
 	last, same, total := -1, 0, 0
 	var wg sync.WaitGroup
-	subs0, cmds0 := subs(), cmds.n.Load()
+	subs0, cmds0 := subs(), cmds()
 	b.ResetTimer()
 	for w := range workers {
 		wg.Add(1)
@@ -188,7 +178,7 @@ func benchContended(b *testing.B, servers []*redistest.Server, shared bool, opts
 	for _, c := range cs {
 		settle(c)
 	}
-	sent := cmds.n.Load() - cmds0 + subs() - subs0
+	sent := int64(cmds()-cmds0) + subs() - subs0
 	slices.Sort(waits)
 	b.ReportMetric(float64(sent)/float64(total), "cmds/acq")
 	b.ReportMetric(float64(waits[len(waits)*99/100].Microseconds())/1000, "p99-wait-ms")

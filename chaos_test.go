@@ -122,6 +122,17 @@ func (s *scenario) acquired(holder string, l *Lock) *chaos.Hold {
 	return s.hist.Acquired(holder, l.Key(), l.Token(), l.Until())
 }
 
+// take makes c take the lock on the scenario's key for holder, failing the
+// scenario if it cannot, and records the window.
+func (s *scenario) take(c *Client, holder string, ttl time.Duration) (*Lock, *chaos.Hold) {
+	s.t.Helper()
+	l, err := c.TryLock(bg, s.key, ttl)
+	if err != nil {
+		s.t.Fatalf("%s: TryLock: %v", holder, err)
+	}
+	return l, s.acquired(holder, l)
+}
+
 // assertSafe fails the scenario if two windows overlapped or an update was
 // lost, printing the history and the seed.
 func (s *scenario) assertSafe() {
@@ -223,11 +234,7 @@ func (s *scenario) holdOnly(c *Client, holder string, ttl time.Duration, keep ..
 			s.fault(n.ResetConnections())
 		}
 	}
-	l, err := c.TryLock(bg, s.key, ttl)
-	if err != nil {
-		s.t.Fatalf("%s: TryLock on nodes %v: %v", holder, keep, err)
-	}
-	x := s.acquired(holder, l)
+	l, x := s.take(c, holder, ttl)
 	settle(c)
 	s.cl.Heal()
 	vals := s.cl.Values(s.t, s.key)
@@ -433,11 +440,7 @@ var scenarios = []struct {
 
 	{"09_holder_paused_past_validity", func(s *scenario) {
 		a, b := s.client(), s.client()
-		la, err := a.TryLock(bg, s.key, chaosTTL)
-		if err != nil {
-			s.t.Fatal(err)
-		}
-		s.acquired("A", la)
+		la, _ := s.take(a, "A", chaosTTL)
 		settle(a)
 		set := time.Now() // every SET of A has landed by now
 		// A stalls (a GC pause, a swapped-out process) past its validity
@@ -565,11 +568,7 @@ var scenarios = []struct {
 		// wall clock. So: Until must carry the monotonic reading, before
 		// and after Extend, and Until − now must agree with it.
 		c := s.client()
-		l, err := c.TryLock(bg, s.key, chaosTTL)
-		if err != nil {
-			s.t.Fatal(err)
-		}
-		x := s.acquired("client", l)
+		l, x := s.take(c, "client", chaosTTL)
 		hasMono := func(tm time.Time) bool { return strings.Contains(tm.String(), " m=") }
 		if !hasMono(l.Until()) {
 			s.t.Fatalf("Until %v has no monotonic reading: a wall-clock jump would move it", l.Until())
@@ -593,16 +592,13 @@ var scenarios = []struct {
 
 	{"15_extend_with_nodes_black_holed", func(s *scenario) {
 		c := s.client()
-		l, err := c.TryLock(bg, s.key, chaosTTL)
-		if err != nil {
-			s.t.Fatal(err)
-		}
-		x := s.acquired("client", l)
+		l, x := s.take(c, "client", chaosTTL)
 		settle(c)
 		s.fault(s.cl.Nodes[0].BlackHole())
 		s.fault(s.cl.Nodes[1].BlackHole())
 		before := l.Until()
 		limit := chaosNodeD + chaosSlack
+		var err error
 		if d := timed(func() { err = l.Extend(bg, chaosTTL) }); err != nil || d > limit {
 			s.t.Fatalf("Extend with 2 of 5 black-holed: %v after %v (limit %v)", err, d, limit)
 		}
@@ -648,26 +644,18 @@ var scenarios = []struct {
 		b := s.client()
 
 		ttl := scaled(100 * time.Millisecond)
-		la, err := a.TryLock(bg, s.key, ttl)
-		if err != nil {
-			s.t.Fatal(err)
-		}
-		s.acquired("A", la)
+		la, _ := s.take(a, "A", ttl)
 		settle(a)
 		set := time.Now()                                          // every SET of A has landed by now
 		time.Sleep(time.Until(set.Add(ttl + 10*time.Millisecond))) // A's keys expire
-		lb, err := b.TryLock(bg, s.key, time.Minute)
-		if err != nil {
-			s.t.Fatal(err)
-		}
-		s.acquired("B", lb)
+		lb, _ := s.take(b, "B", time.Minute)
 		settle(b)
 
 		// A's late release runs, loses its reply and its connection, and
 		// go-redis re-sends it on a new connection, where it runs again.
 		before := make([]int64, 3)
 		for i := range before {
-			before[i] = scriptCalls(s.t, s.cl.Nodes[i].Admin)
+			before[i] = commandCalls(s.t, s.cl.Nodes[i].Admin, "eval", "evalsha")
 			armed[i].Store(true)
 			s.fault(s.cl.Nodes[i].DropRepliesThenClose(5 * time.Millisecond))
 		}
@@ -677,7 +665,7 @@ var scenarios = []struct {
 		settle(a)
 		s.cl.Heal()
 		for i := range before {
-			if n := scriptCalls(s.t, s.cl.Nodes[i].Admin) - before[i]; n < 2 {
+			if n := commandCalls(s.t, s.cl.Nodes[i].Admin, "eval", "evalsha") - before[i]; n < 2 {
 				s.t.Fatalf("node %d ran A's release %d times; the scenario needs a go-redis re-send", i, n)
 			}
 		}
@@ -770,17 +758,18 @@ func countIn(vals []string, v string) int {
 	return n
 }
 
-// scriptCalls is how many EVAL and EVALSHA calls the server has run.
-func scriptCalls(t *testing.T, admin *redis.Client) int64 {
-	t.Helper()
+// commandCalls is how many calls of the named commands (lower case, as
+// INFO commandstats spells them) the server has run.
+func commandCalls(tb testing.TB, admin *redis.Client, names ...string) int64 {
+	tb.Helper()
 	info, err := admin.Info(bg, "commandstats").Result()
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	var n int64
 	for _, line := range strings.Split(info, "\n") {
-		for _, cmd := range []string{"cmdstat_eval:", "cmdstat_evalsha:"} {
-			if rest, ok := strings.CutPrefix(strings.TrimSpace(line), cmd); ok {
+		for _, name := range names {
+			if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+name+":"); ok {
 				var calls int64
 				if _, err := fmt.Sscanf(rest, "calls=%d", &calls); err == nil {
 					n += calls

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -269,7 +268,7 @@ func TestLocalWaitersAreServedInArrivalOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	settle(c)
-	before := cmds.n.Load()
+	before := cmds()
 	const waiters = 5
 	order := make(chan int, waiters)
 	var wg sync.WaitGroup
@@ -287,7 +286,7 @@ func TestLocalWaitersAreServedInArrivalOrder(t *testing.T) {
 		}()
 		queued(t, c, "k", i+1)
 	}
-	if n := cmds.n.Load() - before; n != 0 {
+	if n := cmds() - before; n != 0 {
 		t.Fatalf("queued local waiters sent %d commands while the lock was held locally", n)
 	}
 	if err := holder.Unlock(bg); err != nil {
@@ -436,13 +435,20 @@ func TestLostSubscriptionDegradesToPolling(t *testing.T) {
 	if err := holder.Unlock(bg); err != nil {
 		t.Fatal(err)
 	}
+	awaitLock(t, res, "the waiter hung after losing its subscription")
+}
+
+// awaitLock fails the test unless the waiter's Lock, reporting on res,
+// succeeds within a generous bound.
+func awaitLock(t *testing.T, res <-chan error, hung string) {
+	t.Helper()
 	select {
 	case err := <-res:
 		if err != nil {
 			t.Fatal(err)
 		}
 	case <-time.After(scaled(2 * time.Second)):
-		t.Fatal("the waiter hung after losing its subscription")
+		t.Fatal(hung)
 	}
 }
 
@@ -477,38 +483,15 @@ func TestClosedSubscriptionDegradesToPolling(t *testing.T) {
 	if err := holder.Unlock(bg); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-res:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(scaled(2 * time.Second)):
-		t.Fatal("the waiter hung with its subscription closed")
-	}
+	awaitLock(t, res, "the waiter hung with its subscription closed")
 }
 
-// cmdCount counts the commands go-redis sends (pub/sub calls go through
-// their own connection and are not seen here).
-type cmdCount struct{ n atomic.Int64 }
-
-func countCommands(clients []redis.UniversalClient) *cmdCount {
-	cc := &cmdCount{}
+// countCommands counts the commands go-redis sends on clients (pub/sub
+// calls go through their own connection and are not seen here).
+func countCommands(clients []redis.UniversalClient) func() int {
+	rec := &commandRecorder{}
 	for _, c := range clients {
-		c.AddHook(cc)
+		c.AddHook(rec)
 	}
-	return cc
-}
-
-func (*cmdCount) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (cc *cmdCount) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		cc.n.Add(1)
-		return next(ctx, cmd)
-	}
-}
-func (cc *cmdCount) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		cc.n.Add(int64(len(cmds)))
-		return next(ctx, cmds)
-	}
+	return func() int { return len(rec.commands()) }
 }

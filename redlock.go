@@ -554,9 +554,9 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 
 	l.mu.Lock()
 	switch {
-	case l.released || l.ended:
+	case l.ended: // Unlock, a lost Extend or the validity end came first
 		l.mu.Unlock()
-		return r.error(ErrNotHeld) // Unlock or the validity end came first
+		return r.error(ErrNotHeld)
 	case r.won() && r.decided.Before(l.until) && validity(ttl, r.elapsed(), c.cfg.driftFactor) > 0:
 		l.ttl, l.until = ttl, validUntil(start, ttl, c.cfg.driftFactor)
 		l.timer.Reset(time.Until(l.until))

@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"strings"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
@@ -23,9 +24,11 @@ import (
 //     broken subscription or a lock that simply expired costs the waiter its
 //     backoff delay, never liveness: the backoff timer always runs.
 
-// releaseChannel is the pub/sub channel on which releases of key are
+// releasePrefix + key is the pub/sub channel on which releases of key are
 // announced.
-func releaseChannel(key string) string { return "redlock:released:" + key }
+const releasePrefix = "redlock:released:"
+
+func releaseChannel(key string) string { return releasePrefix + key }
 
 // turns is the per-key FIFO of local waiters.
 type turns struct {
@@ -225,7 +228,7 @@ func (w *waker) send(s *nodeSub) {
 // the PubSub is closed.
 func (w *waker) receive(s *nodeSub) {
 	for msg := range s.ps.Channel() {
-		key, ok := cutChannel(msg.Channel)
+		key, ok := strings.CutPrefix(msg.Channel, releasePrefix)
 		if !ok {
 			continue
 		}
@@ -249,14 +252,6 @@ func (kw *keyWatch) seen(token string) bool {
 	kw.recent[kw.next] = token
 	kw.next = (kw.next + 1) % len(kw.recent)
 	return false
-}
-
-func cutChannel(ch string) (string, bool) {
-	const prefix = "redlock:released:"
-	if len(ch) < len(prefix) || ch[:len(prefix)] != prefix {
-		return "", false
-	}
-	return ch[len(prefix):], true
 }
 
 // close ends every subscription and waits for its goroutines.

@@ -34,9 +34,8 @@ import (
 // Where Debian puts the libraries of the clock-jump fault. Redis's jemalloc
 // deadlocks under libfaketime alone; tcmalloc preloaded first avoids it.
 const (
-	libTCMalloc  = "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4"
-	libFaketime  = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
-	aofArguments = "--appendonly yes --appendfsync always"
+	libTCMalloc = "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4"
+	libFaketime = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 )
 
 // A Cluster is n independent masters behind proxies.
@@ -293,7 +292,7 @@ func (n *Node) EnableAOF() error {
 // loading what its AOF holds.
 func (n *Node) RestartAOF() {
 	n.aof = true
-	n.Server.Restart(strings.Fields(aofArguments)...)
+	n.Server.Restart("--appendonly", "yes", "--appendfsync", "always")
 }
 
 // RestartEmpty kills the node, removes its persistence files and starts it
