@@ -351,14 +351,14 @@ func TestLocalTurnPassesWhenTheHoldersValidityEnds(t *testing.T) {
 	}
 }
 
-// numsub is how many subscribers key's release channel has on node i.
+// numsub is how many subscribers key.s notice channel has on node i.
 func (r *realNodes) numsub(i int, key string) int64 {
 	r.t.Helper()
-	n, err := r.admin[i].PubSubNumSub(bg, releaseChannel(key)).Result()
+	n, err := r.admin[i].PubSubNumSub(bg, noticeChannel(key)).Result()
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	return n[releaseChannel(key)]
+	return n[noticeChannel(key)]
 }
 
 // subscribed waits until every node has a subscriber for key's releases.

@@ -33,19 +33,20 @@ type node struct {
 	client redis.UniversalClient
 }
 
-// acquire runs the acquire script: true when the key now holds token.
-func (n *node) acquire(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
-	return n.run(ctx, acquireScript, key, token, ttl.Milliseconds())
+// A notice is a message the scripts publish when they change the key; the
+// zero notice publishes nothing.
+type notice struct{ channel, message string }
+
+// acquire runs the acquire script: true when the key now holds token. When
+// the key is set, the node publishes announce.
+func (n *node) acquire(ctx context.Context, key, token string, ttl time.Duration, announce notice) (bool, error) {
+	return n.run(ctx, acquireScript, key, token, ttl.Milliseconds(), announce.channel, announce.message)
 }
 
-// release deletes the key if it holds token: true when it did. With
-// announce, it also tells waiters on the key's release channel.
-func (n *node) release(ctx context.Context, key, token string, announce bool) (bool, error) {
-	channel := ""
-	if announce {
-		channel = releaseChannel(key)
-	}
-	return n.run(ctx, releaseScript, key, token, channel)
+// release deletes the key if it holds token: true when it did. When it
+// does, the node publishes announce.
+func (n *node) release(ctx context.Context, key, token string, announce notice) (bool, error) {
+	return n.run(ctx, releaseScript, key, token, announce.channel, announce.message)
 }
 
 // extend sets the key's expiry to ttl if it holds token: true when it did.

@@ -33,8 +33,9 @@ type config struct {
 	retryMax    time.Duration
 
 	// Off only in tests and benchmarks that measure what they save.
-	noQueue bool // no per-key FIFO of local waiters
-	noWake  bool // no pub/sub release notices
+	noQueue bool          // no per-key FIFO of local waiters
+	noWake  bool          // no pub/sub notices
+	linger  time.Duration // how long a key's subscription outlives its waiters
 }
 
 // subscribeTimeout bounds one SUBSCRIBE or UNSUBSCRIBE call.
@@ -106,8 +107,9 @@ type Client struct {
 	closed bool
 	bg     sync.WaitGroup // goroutines still talking to nodes
 
-	turns turns // per-key FIFO of this Client's waiters
-	wk    waker // release notices for waiters
+	id    string // tells this Client's notices from others'
+	turns turns  // per-key FIFO of this Client's waiters
+	wk    waker  // notices for waiters
 }
 
 // New returns a Client over nodes, which must be independent masters (not
@@ -130,7 +132,9 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 			driftFactor: DefaultDriftFactor,
 			retryMin:    DefaultRetryMin,
 			retryMax:    DefaultRetryMax,
+			linger:      subscriptionLinger,
 		},
+		id: uuid.NewString(),
 	}
 	for i, o := range opts {
 		if o == nil {
@@ -177,7 +181,7 @@ func (c *Client) TryLock(ctx context.Context, key string, ttl time.Duration) (*L
 	if err != nil {
 		return nil, err
 	}
-	l, err := c.attempt(ctx, key, ttl)
+	l, err := c.attempt(ctx, key, ttl, 0)
 	if err != nil {
 		return nil, withCtx(ctx, err)
 	}
@@ -222,68 +226,119 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration) (*Lock
 	return l, nil
 }
 
-// wait is Lock's retry loop.
+// wait is Lock's retry loop. It makes attempts, and between them waits for
+// its backoff delay or, sooner, for the key's notices (see wait.go): after a
+// release, a random delay in the contention window, then an attempt; when
+// another waiter takes the key during that delay, back to waiting, without
+// an attempt that must fail.
 func (c *Client) wait(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
+	// Only a key this Client saw contended lately has a watch: the first
+	// attempt on any other costs nothing extra.
+	w := c.wk.existing(key)
+	defer func() { w.close() }()
+
 	var timer *time.Timer
-	var notices func() <-chan struct{}
+	var tick <-chan time.Time
+	arm := func(d time.Duration) {
+		if timer != nil {
+			timer.Stop()
+		}
+		timer = time.NewTimer(d)
+		tick = timer.C
+	}
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+
 	var last error // the last attempt that was decided without ctx ending
-	for k := 0; ; k++ {
-		var released <-chan struct{}
-		if notices != nil {
-			// Taken before the attempt: a notice during it wakes us at once.
-			released = notices()
-		}
-		began := time.Now()
-		l, err := c.attempt(ctx, key, ttl)
-		if err == nil {
-			return l, nil
-		}
-		attemptTook := time.Since(began)
-		if !errors.Is(err, ErrNotObtained) {
-			return nil, err
-		}
-		if ctx.Err() != nil {
-			// An attempt cut short by ctx says little about why the lock
-			// could not be had; the last complete one does.
-			if last == nil {
-				last = err
+	k := 0         // failed attempts, for the backoff
+	events := w.events()
+	state := w.approach()
+	switch state {
+	case jitterFirst:
+		arm(w.delay(0))
+	case waitFirst:
+		arm(c.cfg.backoff(k))
+	}
+	delayed := false // the next attempt follows a contention delay
+	age := 0         // releases seen go to other waiters
+	for {
+		switch state {
+		case attemptNow:
+			events = w.events() // taken before the attempt: one during it counts
+			began := time.Now()
+			l, err := c.attempt(ctx, key, ttl, age)
+			took := time.Since(began)
+			if err == nil {
+				w.attempted(took, delayed, false)
+				return l, nil
 			}
-			return nil, withCtx(ctx, last)
-		}
-		last = err
-		if notices == nil && !c.cfg.noWake {
-			// Subscribe after the first failure, so uncontended locks
-			// cost nothing. A release before the subscription is active
-			// is missed and costs this one wait its timer.
-			var unwatch func()
-			notices, unwatch = c.wk.watch(key)
-			defer unwatch()
-			released = notices()
-		}
-		d := c.cfg.backoff(k)
-		if timer == nil {
-			timer = time.NewTimer(d)
-			defer timer.Stop()
-		} else {
-			timer.Reset(d)
-		}
-		select {
-		case <-timer.C:
-		case <-released:
-			// Every waiter of every Client heard the same notice. A short
-			// jitter, a few times one attempt's duration, lets the first
-			// of them win before the others send, instead of all of them
-			// splitting the vote.
-			timer.Reset(rand.N(4*attemptTook + 1))
-			select {
-			case <-timer.C:
-			case <-ctx.Done():
+			if !errors.Is(err, ErrNotObtained) {
+				return nil, err
+			}
+			if ctx.Err() != nil {
+				// An attempt cut short by ctx says little about why the
+				// lock could not be had; the last complete one does.
+				if last == nil {
+					last = err
+				}
 				return nil, withCtx(ctx, last)
 			}
-		case <-ctx.Done():
-			return nil, withCtx(ctx, last)
+			last = err
+			if w == nil {
+				// Subscribe after the first failure, so uncontended locks
+				// cost nothing. An event before the subscription is
+				// active is missed and costs this one wait its timer.
+				w = c.wk.watch(key)
+				events = w.events()
+			}
+			w.attempted(took, delayed, true)
+			arm(c.cfg.backoff(k))
+			k++
+			state, delayed = waitFirst, false
+
+		case waitFirst: // for a release, or the backoff timer
+			select {
+			case <-tick:
+				state = attemptNow
+			case <-events:
+				events = w.events()
+				if e, _ := w.latest(); e == released {
+					age++
+					arm(w.delay(age))
+					state = jitterFirst
+				}
+			case <-ctx.Done():
+				return nil, waitFailed(ctx, key, last)
+			}
+
+		case jitterFirst: // the contention delay after a release
+			select {
+			case <-tick:
+				state, delayed = attemptNow, true
+			case <-events:
+				events = w.events()
+				if e, _ := w.latest(); e == taken {
+					w.stoodDown()
+					arm(c.cfg.backoff(k))
+					state = waitFirst
+				}
+			case <-ctx.Done():
+				return nil, waitFailed(ctx, key, last)
+			}
 		}
 	}
+}
+
+// waitFailed is Lock's error when ctx ended while waiting: the last
+// complete attempt's, or, if none was made, one that says so.
+func waitFailed(ctx context.Context, key string, last error) error {
+	if last == nil {
+		last = fmt.Errorf("%w: %q: contended; ctx ended before this call's first attempt", ErrNotObtained, key)
+	}
+	return withCtx(ctx, last)
 }
 
 // withCtx makes err match ctx.Err() as well when ctx has ended.
@@ -355,7 +410,9 @@ func (c *Client) enter() error {
 }
 
 // attempt is one acquisition round (Redlock spec, steps 1–4).
-func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
+// age is how many releases the caller saw go to other waiters, for the
+// acquired notice.
+func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration, age int) (*Lock, error) {
 	if err := c.enter(); err != nil {
 		return nil, err
 	}
@@ -371,9 +428,13 @@ func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration) (*L
 	}
 	l := &Lock{c: c, key: key, token: id.String(), ttl: ttl, holds: newHolds(len(c.nodes))}
 
+	var announce notice
+	if !c.cfg.noWake {
+		announce = notice{noticeChannel(key), c.notice(acquiredNotice, l.token, age)}
+	}
 	start := time.Now()
 	r := c.fanOut(ctx, "lock", key, c.deadline(start, ttl), nil, func(ctx context.Context, n *node) (bool, error) {
-		yes, err := n.acquire(ctx, key, l.token, ttl)
+		yes, err := n.acquire(ctx, key, l.token, ttl, announce)
 		if l.holds[n.index].finish(yes, err) {
 			c.releaseNode(n, key, l.token, ttl)
 		}
@@ -401,7 +462,7 @@ func (c *Client) releaseNode(n *node, key, token string, ttl time.Duration) {
 		defer c.bg.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), c.nodeTimeout(ttl))
 		defer cancel()
-		_, _ = n.release(ctx, key, token, false)
+		_, _ = n.release(ctx, key, token, notice{})
 	}()
 }
 
@@ -627,6 +688,10 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	}
 	defer c.bg.Done()
 
+	var announce notice
+	if !c.cfg.noWake {
+		announce = notice{noticeChannel(l.key), c.notice(releasedNotice, l.token, 0)}
+	}
 	start := time.Now()
 	r := c.fanOut(context.WithoutCancel(ctx), "unlock", l.key, start.Add(c.nodeTimeout(ttl)), l.refusedNodes(),
 		func(ctx context.Context, n *node) (bool, error) {
@@ -637,8 +702,11 @@ func (l *Lock) Unlock(ctx context.Context) error {
 				// will release the node itself when it returns.
 				return false, refusalAsVote(err)
 			}
-			return n.release(ctx, l.key, l.token, true)
+			return n.release(ctx, l.key, l.token, announce)
 		})
+	if r.won() {
+		c.wk.noteReleased(l.key, l.token)
+	}
 
 	l.mu.Lock()
 	if r.decided.Before(l.until) {

@@ -2,8 +2,12 @@ package redlock
 
 import (
 	"context"
+	"math"
+	"math/rand/v2"
+	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -96,7 +100,93 @@ func (t *turns) passer(key string) func() {
 	}
 }
 
-// waker delivers release notices to the Client's waiters.
+// Notices. Each node announces, on the key's notice channel, every lock
+// taken there ("acquired <client> <token>", from the acquire script) and
+// every Unlock ("released <client> <token>", from the release script;
+// clean-up after failed attempts stays silent). A Client subscribes while
+// it has waiters for the key, and some time after (subscriptionLinger), and
+// folds the notices of all nodes into one view per key: the lock was just
+// released, or a majority of nodes just gave it to one token (taken).
+//
+// Waiters of different Clients act on that view so as to spend few commands
+// and to share the lock fairly:
+//
+//   - After a release notice, every waiter draws a random delay in a
+//     contention window before its attempt; the first to fire takes the lock
+//     and its "acquired" notices reach the others before they fire, and they
+//     stand down without sending anything. A waiter whose attempt still lost
+//     widens its window (up to maxWindowFactor attempt durations); one that
+//     stood down narrows it a little.
+//   - A Client that heard other Clients take the key recently does not barge:
+//     its next Lock of the key (the releaser's own, typically) waits its turn
+//     in the same window, or, if another Client holds the key, waits for the
+//     release instead of making an attempt that must fail.
+//
+// All of this is a shortcut: a lost notice costs a waiter its backoff delay,
+// never liveness or safety, since the backoff timer always runs and every
+// decision to hold a lock is the Redlock majority's.
+
+const (
+	noticePrefix       = "redlock:notices:"
+	subscriptionLinger = time.Second // keep a key's subscription after its last waiter
+
+	// A slot, the spacing between waiters of different seniority, in
+	// attempt durations: long enough for the one in the slot before to
+	// take the lock and announce it.
+	minSlotFactor  = 1
+	initSlotFactor = 2
+	maxSlotFactor  = 8
+
+	maxAge = 1 << 16 // in a notice; more is not a notice of ours
+)
+
+// noticeChannel is the pub/sub channel on which key's releases and
+// acquisitions are announced.
+func noticeChannel(key string) string { return noticePrefix + key }
+
+const (
+	acquiredNotice = "acquired"
+	releasedNotice = "released"
+)
+
+// notice formats the message a node publishes for kind; age is how many
+// releases the acquiring waiter had seen go to others.
+func (c *Client) notice(kind, token string, age int) string {
+	return kind + " " + c.id + " " + token + " " + strconv.Itoa(age)
+}
+
+// parseNotice splits a notice; ok is false for anything else.
+func parseNotice(msg string) (kind, client, token string, age int, ok bool) {
+	f := strings.Fields(msg)
+	if len(f) != 4 || (f[0] != acquiredNotice && f[0] != releasedNotice) {
+		return "", "", "", 0, false
+	}
+	age, err := strconv.Atoi(f[3])
+	if err != nil || age < 0 || age > maxAge {
+		return "", "", "", 0, false
+	}
+	return f[0], f[1], f[2], age, true
+}
+
+// event is the latest state of a key, as the notices tell it.
+type event int
+
+const (
+	noEvent  event = iota
+	released       // the last holder released the key
+	taken          // a majority of nodes gave the key to one token
+)
+
+// approach is how a Lock call starts, given what its Client knows of the key.
+type approach int
+
+const (
+	attemptNow  approach = iota // no contention known: try at once
+	jitterFirst                 // just released, others are waiting: draw a delay
+	waitFirst                   // another Client holds it: wait for the release
+)
+
+// waker delivers notices to the Client's waiters.
 type waker struct {
 	c  *Client
 	wg sync.WaitGroup // its goroutines, which live until close
@@ -107,16 +197,37 @@ type waker struct {
 	closed bool
 }
 
+// keyWatch is what a Client knows of one key from its notices.
 type keyWatch struct {
 	refs   int
-	ch     chan struct{} // closed, and replaced, on each new release notice
-	recent [8]string     // tokens already announced: each node repeats them
-	next   int
+	linger *time.Timer // unsubscribes once refs has stayed 0 for subscriptionLinger
+
+	ch       chan struct{} // closed, and replaced, on each new event
+	latest   event
+	foreign  bool      // the latest event came from another Client
+	holder   string    // the token of the latest taken event, until released
+	othersAt time.Time // when another Client's lock or release was last heard
+
+	released [8]string // tokens whose release was heard: each node repeats it
+	nextRel  int
+	votes    [8]tokenVotes // nodes that announced each recent acquisition
+	nextVote int
+
+	round  time.Duration // attempt duration, moving average
+	factor float64       // a slot is factor × round
+	depth  float64       // the age at which waiters lately won the key
+}
+
+type tokenVotes struct {
+	token string
+	nodes []bool
+	n     int
 }
 
 // nodeSub is the subscription connection to one node, with the queue of
 // SUBSCRIBE/UNSUBSCRIBE calls its goroutine sends in order.
 type nodeSub struct {
+	index   int
 	ps      *redis.PubSub
 	mu      sync.Mutex
 	pending []subOp
@@ -128,55 +239,177 @@ type subOp struct {
 	channel   string
 }
 
-// watch registers interest in key's release notices. notices returns the
-// channel to wait on, snapshotted before an attempt so that a notice that
-// arrives during the attempt is not missed; unwatch ends the interest.
-func (w *waker) watch(key string) (notices func() <-chan struct{}, unwatch func()) {
+// A watcher is one waiter's reference to a keyWatch. Its methods may be
+// called on a nil *watcher, which knows nothing (notices are off).
+type watcher struct {
+	w    *waker
+	key  string
+	kw   *keyWatch
+	once sync.Once
+}
+
+// watch returns a reference to key's watch, subscribing if there is none;
+// nil when notices are off.
+func (w *waker) watch(key string) *watcher {
+	return w.ref(key, true)
+}
+
+// existing returns a reference to key's watch if there is one (a waiter
+// has it, or it lingers), nil otherwise.
+func (w *waker) existing(key string) *watcher {
+	return w.ref(key, false)
+}
+
+func (w *waker) ref(key string, create bool) *watcher {
+	if w.c.cfg.noWake {
+		return nil
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
-		never := make(chan struct{})
-		return func() <-chan struct{} { return never }, func() {}
-	}
-	if w.subs == nil {
-		w.start()
-	}
-	if w.keys == nil {
-		w.keys = map[string]*keyWatch{}
+		return nil
 	}
 	kw := w.keys[key]
 	if kw == nil {
-		kw = &keyWatch{ch: make(chan struct{})}
+		if !create {
+			return nil
+		}
+		if w.subs == nil {
+			w.start()
+		}
+		if w.keys == nil {
+			w.keys = map[string]*keyWatch{}
+		}
+		kw = &keyWatch{ch: make(chan struct{}), factor: initSlotFactor}
 		w.keys[key] = kw
-		w.queue(subOp{true, releaseChannel(key)})
+		w.queue(subOp{true, noticeChannel(key)})
+	}
+	if kw.linger != nil {
+		kw.linger.Stop()
+		kw.linger = nil
 	}
 	kw.refs++
-	notices = func() <-chan struct{} {
+	return &watcher{w: w, key: key, kw: kw}
+}
+
+// close drops the reference; the subscription lingers a while after the
+// last one.
+func (h *watcher) close() {
+	if h == nil {
+		return
+	}
+	h.once.Do(func() {
+		w, kw := h.w, h.kw
 		w.mu.Lock()
 		defer w.mu.Unlock()
-		return kw.ch
-	}
-	var once sync.Once
-	unwatch = func() {
-		once.Do(func() {
+		if kw.refs--; kw.refs > 0 || w.closed {
+			return
+		}
+		kw.linger = time.AfterFunc(w.c.cfg.linger, func() {
 			w.mu.Lock()
 			defer w.mu.Unlock()
-			if kw.refs--; kw.refs == 0 {
-				delete(w.keys, key)
-				if !w.closed {
-					w.queue(subOp{false, releaseChannel(key)})
-				}
+			if kw.refs == 0 && w.keys[h.key] == kw && !w.closed {
+				delete(w.keys, h.key)
+				w.queue(subOp{false, noticeChannel(h.key)})
 			}
 		})
+	})
+}
+
+// events returns the channel closed at the next event. Take it before an
+// attempt, so that an event during the attempt is not missed.
+func (h *watcher) events() <-chan struct{} {
+	if h == nil {
+		return nil
 	}
-	return notices, unwatch
+	h.w.mu.Lock()
+	defer h.w.mu.Unlock()
+	return h.kw.ch
+}
+
+// latest returns the key's latest event and whether another Client caused it.
+func (h *watcher) latest() (event, bool) {
+	if h == nil {
+		return noEvent, false
+	}
+	h.w.mu.Lock()
+	defer h.w.mu.Unlock()
+	return h.kw.latest, h.kw.foreign
+}
+
+// approach tells how a Lock call should start.
+func (h *watcher) approach() approach {
+	if h == nil {
+		return attemptNow
+	}
+	h.w.mu.Lock()
+	defer h.w.mu.Unlock()
+	kw := h.kw
+	switch {
+	case kw.latest == taken && kw.foreign:
+		return waitFirst
+	case kw.latest == released && time.Since(kw.othersAt) < h.w.c.cfg.linger:
+		return jitterFirst
+	}
+	return attemptNow
+}
+
+// delay draws the wait before an attempt after a release, for a waiter that
+// has seen age releases go to others. Waiters go in order of seniority: one
+// slot for each release fewer than the recent winners had seen, plus a
+// random part of a slot. The longest waiter thus usually goes first, and
+// the next ones hear it take the key before their turn and stand down.
+func (h *watcher) delay(age int) time.Duration {
+	h.w.mu.Lock()
+	defer h.w.mu.Unlock()
+	kw := h.kw
+	slot := time.Duration(kw.factor * float64(kw.round))
+	ahead := max(0, min(math.Round(kw.depth)-float64(age), 64))
+	// Never longer than the backoff could be: notices steer the order, the
+	// timer bounds the wait.
+	return min(time.Duration(ahead)*slot+rand.N(slot/2+1), h.w.c.cfg.retryMax)
+}
+
+// attempted records how long an attempt took and, for one made after a
+// delay, whether it lost to another waiter's (which widens the window).
+func (h *watcher) attempted(took time.Duration, delayed, lost bool) {
+	if h == nil {
+		return
+	}
+	h.w.mu.Lock()
+	defer h.w.mu.Unlock()
+	if h.kw.round == 0 {
+		h.kw.round = took
+	}
+	h.kw.round += (took - h.kw.round) / 4
+	if delayed && lost {
+		h.kw.factor = min(1.25*h.kw.factor, maxSlotFactor)
+	}
+}
+
+// stoodDown records that another waiter took the lock before this one's
+// delay ran out: the slots separated them, so they may narrow a little.
+func (h *watcher) stoodDown() {
+	h.w.mu.Lock()
+	defer h.w.mu.Unlock()
+	h.kw.factor = max(h.kw.factor*0.98, minSlotFactor)
+}
+
+// noteReleased records this Client's own Unlock of key at once, before its
+// notices come back, so that its next Lock of key sees the key released.
+func (w *waker) noteReleased(key, token string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if kw := w.keys[key]; kw != nil {
+		kw.event(released, false, token)
+	}
 }
 
 // start opens one PubSub per node and a goroutine each for its messages and
 // its subscription calls. Called with w.mu held.
 func (w *waker) start() {
 	for _, n := range w.c.nodes {
-		s := &nodeSub{ps: n.client.Subscribe(context.Background()), kick: make(chan struct{}, 1)}
+		s := &nodeSub{index: n.index, ps: n.client.Subscribe(context.Background()), kick: make(chan struct{}, 1)}
 		w.subs = append(w.subs, s)
 		w.wg.Add(2)
 		go func() {
@@ -224,34 +457,85 @@ func (w *waker) send(s *nodeSub) {
 	}
 }
 
-// receive wakes the waiters of each key whose release is announced, until
-// the PubSub is closed.
+// receive folds node s's notices into the watches, until the PubSub is
+// closed.
 func (w *waker) receive(s *nodeSub) {
 	for msg := range s.ps.Channel() {
-		key, ok := strings.CutPrefix(msg.Channel, releasePrefix)
+		key, ok := strings.CutPrefix(msg.Channel, noticePrefix)
 		if !ok {
 			continue
 		}
+		kind, client, token, age, ok := parseNotice(msg.Payload)
+		if !ok {
+			continue
+		}
+		foreign := client != w.c.id
 		w.mu.Lock()
-		if kw := w.keys[key]; kw != nil && !kw.seen(msg.Payload) {
-			close(kw.ch)
-			kw.ch = make(chan struct{})
+		if kw := w.keys[key]; kw != nil {
+			if foreign {
+				kw.othersAt = time.Now()
+			}
+			switch {
+			case kind == releasedNotice:
+				kw.event(released, foreign, token)
+			case kw.vote(token, s.index, len(w.c.nodes)) == w.c.quorum && !kw.wasReleased(token):
+				kw.depth += (float64(age) - kw.depth) / 4
+				kw.event(taken, foreign, token)
+			}
 		}
 		w.mu.Unlock()
 	}
 }
 
-// seen reports whether token's release was already announced (by another
-// node), and remembers it otherwise.
-func (kw *keyWatch) seen(token string) bool {
-	for _, t := range kw.recent {
+// event records a new event and wakes the watchers. A release already
+// heard (from another node, or noted by Unlock) is not news, and nor is the
+// release of a token other than the holder's: it comes from a node whose
+// notices lag, after a majority already gave the key to the next holder.
+func (kw *keyWatch) event(e event, foreign bool, token string) {
+	switch e {
+	case released:
+		stale := kw.holder != "" && kw.holder != token
+		if kw.wasReleased(token) || stale {
+			return
+		}
+		kw.released[kw.nextRel] = token
+		kw.nextRel = (kw.nextRel + 1) % len(kw.released)
+		kw.holder = ""
+	case taken:
+		kw.holder = token
+	}
+	kw.latest, kw.foreign = e, foreign
+	close(kw.ch)
+	kw.ch = make(chan struct{})
+}
+
+func (kw *keyWatch) wasReleased(token string) bool {
+	for _, t := range kw.released {
 		if t == token {
 			return true
 		}
 	}
-	kw.recent[kw.next] = token
-	kw.next = (kw.next + 1) % len(kw.recent)
 	return false
+}
+
+// vote counts node's announcement that it gave the key to token and returns
+// how many distinct nodes did.
+func (kw *keyWatch) vote(token string, node, nodes int) int {
+	for i := range kw.votes {
+		v := &kw.votes[i]
+		if v.token == token {
+			if !v.nodes[node] {
+				v.nodes[node] = true
+				v.n++
+			}
+			return v.n
+		}
+	}
+	v := &kw.votes[kw.nextVote]
+	kw.nextVote = (kw.nextVote + 1) % len(kw.votes)
+	*v = tokenVotes{token: token, nodes: make([]bool, nodes), n: 1}
+	v.nodes[node] = true
+	return 1
 }
 
 // close ends every subscription and waits for its goroutines.
@@ -259,6 +543,11 @@ func (w *waker) close() {
 	w.mu.Lock()
 	if !w.closed {
 		w.closed = true
+		for _, kw := range w.keys {
+			if kw.linger != nil {
+				kw.linger.Stop()
+			}
+		}
 		for _, s := range w.subs {
 			_ = s.ps.Close()
 			close(s.kick)

@@ -1,11 +1,17 @@
--- acquire: take KEYS[1] for token ARGV[1] for ARGV[2] milliseconds.
--- Returns 1 when the key now holds our token, 0 when another token holds it.
+-- acquire: take KEYS[1] for token ARGV[1] for ARGV[2] milliseconds. When it
+-- is taken and ARGV[3] names a channel, publish ARGV[4] there, so that
+-- other clients' waiters stand down instead of sending attempts that must
+-- fail. Returns 1 when the key now holds our token, 0 when another token
+-- holds it.
 --
 -- SET NX PX sets the value and its expiry in one step (pitfall 1: SETNX then
 -- EXPIRE). The second branch makes a re-send idempotent: when the driver
 -- re-sends this script after a lost reply, the first send may already have
 -- set our token, and that must count as success, not as "taken".
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  if ARGV[3] ~= '' then
+    redis.call('PUBLISH', ARGV[3], ARGV[4])
+  end
   return 1
 end
 -- pcall: a key of another type is simply not ours.

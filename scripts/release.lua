@@ -1,8 +1,8 @@
--- release: delete KEYS[1] only if it still holds token ARGV[1]. When ARGV[2]
--- names a channel (Unlock of a held lock), announce the release there, the
--- token as the message, so that waiters subscribed to it try again at once
--- instead of at their next backoff. Clean-up after failed attempts stays
--- silent: announcing it would wake every waiter into another split vote.
+-- release: delete KEYS[1] only if it still holds token ARGV[1]. When it does
+-- and ARGV[2] names a channel (Unlock of a held lock), publish ARGV[3] there,
+-- so that waiters subscribed to it try again at once instead of at their
+-- next backoff. Clean-up after failed attempts stays silent: announcing it
+-- would wake every waiter into another split vote.
 -- Returns 1 when our key was deleted, 0 when it was absent or another's.
 --
 -- Check and delete run as one script, so no other client's SET can land
@@ -11,7 +11,7 @@
 if redis.pcall('GET', KEYS[1]) == ARGV[1] then
   redis.call('DEL', KEYS[1])
   if ARGV[2] ~= '' then
-    redis.call('PUBLISH', ARGV[2], ARGV[1])
+    redis.call('PUBLISH', ARGV[2], ARGV[3])
   end
   return 1
 end
