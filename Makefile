@@ -27,6 +27,7 @@ race:
 FUZZTIME ?= 10s
 fuzz:
 	go test -run '^$$' -fuzz FuzzValidity -fuzztime $(FUZZTIME) .
+	go test -run '^$$' -fuzz FuzzParseNotice -fuzztime $(FUZZTIME) .
 
 ## chaos-soak: the fault suite's random soak for longer (CI runs 3 s, 12 s under -race)
 SOAK ?= 60s

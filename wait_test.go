@@ -1,0 +1,237 @@
+package redlock
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Tests of how waiters of different Clients use the key's notices.
+
+// withLinger sets how long a key's subscription outlives its waiters.
+func withLinger(d time.Duration) Option {
+	return func(cfg *config) error {
+		cfg.linger = d
+		return nil
+	}
+}
+
+func TestParseNoticeRejectsWhatIsNotANotice(t *testing.T) {
+	for _, msg := range []string{
+		"", "acquired", "acquired c t", "acquired c t x", "acquired c t -1",
+		"acquired c t 99999999999999999999", "taken c t 1", "released c t 1 extra",
+	} {
+		if _, _, _, _, ok := parseNotice(msg); ok {
+			t.Errorf("parseNotice(%q) accepted it", msg)
+		}
+	}
+	kind, client, token, age, ok := parseNotice("acquired c1 tok 3")
+	if !ok || kind != acquiredNotice || client != "c1" || token != "tok" || age != 3 {
+		t.Fatalf("parseNotice of a good notice = %q %q %q %d %v", kind, client, token, age, ok)
+	}
+}
+
+// FuzzParseNotice: whatever is published on a notice channel (anyone with
+// access to a node can), parsing never panics, and what it accepts is what
+// a Client would have sent.
+func FuzzParseNotice(f *testing.F) {
+	f.Add("acquired 1b4e28ba-2fa1-11d2-883f-0016d3cca427 6f1c 7")
+	f.Add("released a b 0")
+	f.Add(" acquired  a  b  1 ")
+	f.Fuzz(func(t *testing.T, msg string) {
+		kind, client, token, age, ok := parseNotice(msg)
+		if !ok {
+			return
+		}
+		c := &Client{id: client}
+		if again := c.notice(kind, token, age); strings.Join(strings.Fields(msg), " ") != again {
+			t.Fatalf("parseNotice(%q) accepted a notice a Client formats as %q", msg, again)
+		}
+	})
+}
+
+// recordedClients returns fresh go-redis clients for r's servers, and a
+// count of the commands sent through them, so that one Client's commands
+// can be told from another's.
+func (r *realNodes) recordedClients() ([]redis.UniversalClient, func() int) {
+	cs := make([]redis.UniversalClient, len(r.servers))
+	for i, s := range r.servers {
+		cs[i] = s.Client(nil)
+	}
+	return cs, countCommands(cs)
+}
+
+// watchState reads c's view of key under the waker's lock.
+func watchState(c *Client, key string) (kw keyWatch, ok bool) {
+	c.wk.mu.Lock()
+	defer c.wk.mu.Unlock()
+	if p := c.wk.keys[key]; p != nil {
+		return *p, true
+	}
+	return keyWatch{}, false
+}
+
+// TestWaiterStandsDownWhenAnotherClientTakesTheKey: a waiter woken by a
+// release whose contention delay is still running hears another Client take
+// the key; it must not send an attempt that must fail, and must still get
+// the key at the next release, long before its backoff.
+func TestWaiterStandsDownWhenAnotherClientTakesTheKey(t *testing.T) {
+	r := startReal(t, 5)
+	holderC, takerC := r.client(), r.client()
+	waiterNodes, waiterCmds := r.recordedClients()
+	backoff := scaled(5 * time.Second)
+	waiterC, err := New(waiterNodes, WithRetryDelay(backoff, 2*backoff))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer waiterC.Close()
+
+	holder := mustLock(t, holderC, "k", time.Minute)
+	res := make(chan error, 1)
+	go func() {
+		_, err := waiterC.Lock(bg, "k", time.Minute)
+		res <- err
+	}()
+	r.subscribed("k")
+	// One slot of 100 ms ahead of the waiter after the release: it is
+	// still waiting when the taker's notices arrive.
+	slot := scaled(100 * time.Millisecond)
+	waiterC.wk.mu.Lock()
+	kw := waiterC.wk.keys["k"]
+	kw.depth, kw.factor, kw.round = 2, 1, slot
+	waiterC.wk.mu.Unlock()
+
+	before := waiterCmds()
+	if err := holder.Unlock(bg); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(bg, scaled(5*time.Second))
+	defer cancel()
+	taker, err := takerC.Lock(ctx, "k", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	within(t, scaled(5*time.Second), "the waiter hearing the taker", func() bool {
+		for {
+			if kw, _ := watchState(waiterC, "k"); kw.latest == taken && kw.holder == taker.Token() {
+				return true
+			}
+			time.Sleep(time.Millisecond) // the waker offers tests no signal
+		}
+	})
+	// Its delay (at most 1.5 slots) runs out in this window: an attempt
+	// would show here.
+	time.Sleep(3 * slot)
+	if n := waiterCmds() - before; n != 0 {
+		t.Fatalf("the waiter sent %d commands after another Client had taken the key", n)
+	}
+	released := time.Now()
+	if err := taker.Unlock(bg); err != nil {
+		t.Fatal(err)
+	}
+	awaitLock(t, res, "the waiter stood down and never came back")
+	if d := time.Since(released); d > backoff/2 {
+		t.Fatalf("the waiter took %v after the release, not well under its backoff %v", d, backoff)
+	}
+}
+
+// TestSubscriptionLingersAfterTheLastWaiter: a Client keeps a contended
+// key's subscription for a while after its last waiter got the lock (the
+// next contention needs no SUBSCRIBE), then drops it.
+func TestSubscriptionLingersAfterTheLastWaiter(t *testing.T) {
+	r := startReal(t, 3)
+	linger := scaled(300 * time.Millisecond)
+	holderC := r.client()
+	waiterC := r.client(withLinger(linger))
+	holder := mustLock(t, holderC, "k", time.Minute)
+	res := make(chan error, 1)
+	go func() {
+		_, err := waiterC.Lock(bg, "k", time.Minute)
+		res <- err
+	}()
+	r.subscribed("k")
+	if err := holder.Unlock(bg); err != nil {
+		t.Fatal(err)
+	}
+	awaitLock(t, res, "the waiter did not get the released lock")
+	got := time.Now()
+	for i := range r.admin {
+		if n := r.numsub(i, "k"); n != 1 && time.Since(got) < linger {
+			t.Fatalf("node %d: %d subscribers right after the waiter got the lock, want the lingering 1", i, n)
+		}
+	}
+	within(t, linger+scaled(5*time.Second), "unsubscribing after the linger", func() bool {
+		for {
+			gone := true
+			for i := range r.admin {
+				gone = gone && r.numsub(i, "k") == 0
+			}
+			if gone {
+				return true
+			}
+			time.Sleep(time.Millisecond) // the server offers no signal
+		}
+	})
+	if _, ok := watchState(waiterC, "k"); ok {
+		t.Fatal("the Client still has a watch on the key after the linger")
+	}
+}
+
+// TestReleaserDoesNotBargeAheadOfOtherClients: three Clients (as three
+// processes) take one key in turn, each asking again right after its
+// Unlock. Without notices the releaser, asking first, wins almost every
+// time (see BenchmarkContended, polling); with them, the Clients that
+// waited longer go first.
+func TestReleaserDoesNotBargeAheadOfOtherClients(t *testing.T) {
+	r := startReal(t, 5)
+	const workers, rounds = 3, 60
+	cs := make([]*Client, workers)
+	for i := range cs {
+		cs[i] = r.client()
+	}
+	type turn struct{ worker int }
+	turns := make(chan turn, workers*rounds)
+	ctx, cancel := context.WithTimeout(bg, scaled(60*time.Second))
+	defer cancel()
+	errs := make(chan error, workers)
+	for w, c := range cs {
+		go func() {
+			for range rounds {
+				l, err := c.Lock(ctx, "k", time.Minute)
+				if err != nil {
+					errs <- err
+					return
+				}
+				turns <- turn{w}
+				time.Sleep(2 * time.Millisecond) // the critical section
+				if err := l.Unlock(bg); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range workers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(turns)
+	last, same, total := -1, 0, 0
+	for tu := range turns {
+		if tu.worker == last {
+			same++
+		}
+		last = tu.worker
+		total++
+	}
+	share := float64(same) / float64(total-1)
+	t.Logf("the releaser took the key again in %d of %d hand-overs (%.0f%%)", same, total-1, 100*share)
+	if share > 0.5 {
+		t.Fatalf("the releaser won %.0f%% of hand-overs, want at most 50%% among %d Clients", 100*share, workers)
+	}
+}
