@@ -21,18 +21,8 @@ import (
 //     and hands it to the next local waiter when it is released or its
 //     validity ends. A process thus sends one attempt at a time per key, and
 //     its goroutines are served in arrival order.
-//   - Release notices over pub/sub (waker). The release script publishes the
-//     released token on a per-key channel on every node; a Client subscribes
-//     (one PubSub connection per node, shared by all keys) while it has a
-//     waiter for the key, and wakes the waiter at once. A lost notice, a
-//     broken subscription or a lock that simply expired costs the waiter its
-//     backoff delay, never liveness: the backoff timer always runs.
-
-// releasePrefix + key is the pub/sub channel on which releases of key are
-// announced.
-const releasePrefix = "redlock:released:"
-
-func releaseChannel(key string) string { return releasePrefix + key }
+//   - Notices over pub/sub (waker), which order the waiters of different
+//     Clients: see below.
 
 // turns is the per-key FIFO of local waiters.
 type turns struct {
