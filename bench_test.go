@@ -73,32 +73,49 @@ func BenchmarkFiveNodesOnePaused(b *testing.B) {
 	benchLockUnlock(b, clients, servers[4].Resume, WithNodeTimeout(50*time.Millisecond))
 }
 
-// withoutWaitShortcuts turns off the local FIFO and the pub/sub wake-ups, so
-// that BenchmarkContended can measure them against plain jittered polling in
-// the same run.
+// withoutWaitShortcuts turns off the local FIFO, the hand-off and the
+// pub/sub notices, so that BenchmarkContended can measure them against plain
+// jittered polling in the same run.
 func withoutWaitShortcuts() Option {
 	return func(cfg *config) error {
-		cfg.noQueue, cfg.noWake = true, true
+		cfg.noQueue, cfg.noWake, cfg.noHandOff = true, true, true
+		return nil
+	}
+}
+
+// withoutHandOff turns off only the hand-off, to measure what it adds.
+func withoutHandOff() Option {
+	return func(cfg *config) error {
+		cfg.noHandOff = true
 		return nil
 	}
 }
 
 // BenchmarkContended: 8 workers take one key in turn on five masters, each
 // holding it 1 ms, until b.N acquisitions in all. "one-client" is 8
-// goroutines of one process sharing a Client (the local FIFO applies);
-// "8-clients" is 8 Clients, as 8 processes would be (only the pub/sub
-// wake-ups apply). "polling" turns both off: the retry delay alone. Custom
-// metrics: commands sent per acquisition (go-redis commands plus the
-// SUBSCRIBE/UNSUBSCRIBE calls the servers saw), the p99 wait in Lock, and the
-// share of acquisitions won by the worker that held the lock just before.
+// goroutines of one process sharing a Client (the local FIFO and the
+// hand-off apply); "8-clients" is 8 Clients, as 8 processes would be (the
+// notices apply). "default" is the library as shipped; "no-hand-off" turns
+// the hand-off off (it only applies within one Client); "polling" turns
+// FIFO, hand-off and notices off: the retry delay alone. Custom metrics:
+// commands sent per acquisition (go-redis commands plus the
+// SUBSCRIBE/UNSUBSCRIBE calls the servers saw), the p99 wait in Lock, and
+// the share of acquisitions won by the worker that held the lock just
+// before.
 func BenchmarkContended(b *testing.B) {
 	servers := redistest.StartN(b, 5)
-	for _, mode := range []string{"polling", "wakeups"} {
+	for _, mode := range []string{"polling", "no-hand-off", "default"} {
 		for _, shape := range []string{"one-client", "8-clients"} {
+			if mode == "no-hand-off" && shape == "8-clients" {
+				continue // the same as default
+			}
 			b.Run(mode+"/"+shape, func(b *testing.B) {
 				var opts []Option
-				if mode == "polling" {
+				switch mode {
+				case "polling":
 					opts = append(opts, withoutWaitShortcuts())
+				case "no-hand-off":
+					opts = append(opts, withoutHandOff())
 				}
 				benchContended(b, servers, shape == "one-client", opts...)
 			})

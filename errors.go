@@ -72,7 +72,7 @@ func (e *NodeError) Unwrap() error { return e.Err }
 // (ErrNotObtained or ErrNotHeld) and against each node's error, so
 // errors.Is(err, ErrNodeTimeout) tells whether any node timed out.
 type QuorumError struct {
-	Op      string        // "lock", "extend" or "unlock"
+	Op      string        // "lock", "extend", "unlock" or "hand-off"
 	Key     string        // the lock's key
 	Quorum  int           // yes votes needed: a majority of the nodes
 	Votes   int           // yes votes received before the outcome was decided

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -33,9 +34,10 @@ type config struct {
 	retryMax    time.Duration
 
 	// Off only in tests and benchmarks that measure what they save.
-	noQueue bool          // no per-key FIFO of local waiters
-	noWake  bool          // no pub/sub notices
-	linger  time.Duration // how long a key's subscription outlives its waiters
+	noQueue   bool          // no per-key FIFO of local waiters
+	noWake    bool          // no pub/sub notices
+	noHandOff bool          // Unlock never passes a lock straight to a local waiter
+	linger    time.Duration // how long a key's subscription outlives its waiters
 }
 
 // subscribeTimeout bounds one SUBSCRIBE or UNSUBSCRIBE call.
@@ -107,9 +109,10 @@ type Client struct {
 	closed bool
 	bg     sync.WaitGroup // goroutines still talking to nodes
 
-	id    string // tells this Client's notices from others'
-	turns turns  // per-key FIFO of this Client's waiters
-	wk    waker  // notices for waiters
+	id       string       // tells this Client's notices from others'
+	turns    turns        // per-key FIFO of this Client's waiters
+	handOffs atomic.Int64 // locks Unlock passed straight to a local waiter
+	wk       waker        // notices for waiters
 }
 
 // New returns a Client over nodes, which must be independent masters (not
@@ -213,8 +216,12 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration) (*Lock
 	}
 	pass := func() {}
 	if !c.cfg.noQueue {
-		if pass, err = c.turns.take(ctx, key); err != nil {
+		var handed *Lock
+		if pass, handed, err = c.turns.take(ctx, key, ttl); err != nil {
 			return nil, fmt.Errorf("%w: %q: waiting behind this Client's earlier waiters: %w", ErrNotObtained, key, err)
+		}
+		if handed != nil {
+			return handed, nil
 		}
 	}
 	l, err := c.wait(ctx, key, ttl)
@@ -420,13 +427,10 @@ func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration, age
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNotObtained, err)
 	}
-	// A fresh token per attempt: a late release from an earlier, failed
-	// attempt can then never remove a key this attempt counted.
-	id, err := uuid.NewRandom()
+	l, err := c.newLock(key, ttl)
 	if err != nil {
-		return nil, fmt.Errorf("redlock: token: %w", err)
+		return nil, err
 	}
-	l := &Lock{c: c, key: key, token: id.String(), ttl: ttl, holds: newHolds(len(c.nodes))}
 
 	var announce notice
 	if !c.cfg.noWake {
@@ -440,18 +444,38 @@ func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration, age
 		}
 		return yes, err
 	})
-	if r.won() && validity(ttl, r.elapsed(), c.cfg.driftFactor) > 0 {
-		l.until = validUntil(r.start, ttl, c.cfg.driftFactor)
-		l.done = make(chan struct{})
-		l.mu.Lock() // expire may run before the assignment is done
-		l.timer = time.AfterFunc(time.Until(l.until), l.expire)
-		l.mu.Unlock()
+	if l.won(r) {
 		return l, nil
 	}
 	// Spec step 4: release everywhere, including nodes that failed or timed
 	// out, since their SET may have landed and only the reply been lost.
 	l.abandon(ttl)
 	return nil, r.error(ErrNotObtained)
+}
+
+// newLock makes the Lock an acquisition round fills in. A fresh token per
+// round: a late release from an earlier, failed round can then never remove
+// a key this one counted.
+func (c *Client) newLock(key string, ttl time.Duration) (*Lock, error) {
+	id, err := uuid.NewRandom()
+	if err != nil {
+		return nil, fmt.Errorf("redlock: token: %w", err)
+	}
+	return &Lock{c: c, key: key, token: id.String(), ttl: ttl, holds: newHolds(len(c.nodes))}, nil
+}
+
+// won reports whether acquisition round r obtained l with validity left,
+// and if so starts its validity.
+func (l *Lock) won(r *round) bool {
+	if !r.won() || validity(l.ttl, r.elapsed(), l.c.cfg.driftFactor) <= 0 {
+		return false
+	}
+	l.until = validUntil(r.start, l.ttl, l.c.cfg.driftFactor)
+	l.done = make(chan struct{})
+	l.mu.Lock() // expire may run before the assignment is done
+	l.timer = time.AfterFunc(time.Until(l.until), l.expire)
+	l.mu.Unlock()
+	return true
 }
 
 // releaseNode deletes key on n if it holds token, in the background, under
@@ -462,7 +486,7 @@ func (c *Client) releaseNode(n *node, key, token string, ttl time.Duration) {
 		defer c.bg.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), c.nodeTimeout(ttl))
 		defer cancel()
-		_, _ = n.release(ctx, key, token, notice{})
+		_, _, _ = n.release(ctx, key, token, notice{})
 	}()
 }
 
@@ -680,14 +704,30 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	l.released = true
 	l.endLocked()
 	until, ttl := l.until, l.ttl
+	hasTurn := l.pass != nil
 	pass := l.takePass()
 	l.mu.Unlock()
-	defer pass() // the next local waiter tries once the deletes are decided
 	if err := c.enter(); err != nil {
+		pass()
 		return err
 	}
 	defer c.bg.Done()
+	replaced := 0 // nodes where a failed hand-off replaced our token
+	if hasTurn && c.mayHandOff(l.key, until) {
+		if next := c.turns.claim(l.key); next != nil {
+			var err error
+			var ok bool
+			if replaced, err, ok = l.handOff(ctx, next, until); ok {
+				return err
+			}
+			// The waiter gets the turn alone, after the deletes.
+			pass = func() { next.served <- nil }
+		}
+	}
+	defer pass() // the next local waiter tries once the deletes are decided
 
+	own := c.wk.listening(l.key)
+	var heard atomic.Int64 // the most subscribers a release notice reached
 	var announce notice
 	if !c.cfg.noWake {
 		announce = notice{noticeChannel(l.key), c.notice(releasedNotice, l.token, 0)}
@@ -702,10 +742,15 @@ func (l *Lock) Unlock(ctx context.Context) error {
 				// will release the node itself when it returns.
 				return false, refusalAsVote(err)
 			}
-			return n.release(ctx, l.key, l.token, announce)
+			deleted, receivers, err := n.release(ctx, l.key, l.token, announce)
+			maxInto(&heard, receivers)
+			return deleted, err
 		})
 	if r.won() {
 		c.wk.noteReleased(l.key, l.token)
+	}
+	if heard.Load() > own {
+		c.wk.othersListen(l.key, true)
 	}
 
 	l.mu.Lock()
@@ -713,10 +758,90 @@ func (l *Lock) Unlock(ctx context.Context) error {
 		l.until = r.decided
 	}
 	l.mu.Unlock()
-	if r.won() && r.decided.Before(until) {
+	if (r.won() || replaced >= c.quorum) && r.decided.Before(until) {
 		return nil
 	}
 	return r.error(ErrNotHeld)
+}
+
+// mayHandOff reports whether Unlock may pass the lock on key straight to
+// the Client's next local waiter: only while no other Client is known to
+// want the key, since they would never see it free.
+func (c *Client) mayHandOff(key string, until time.Time) bool {
+	return !c.cfg.noHandOff && time.Now().Before(until) && !c.wk.othersSeen(key)
+}
+
+// handOff gives the lock to next, the Client's next local waiter, in one
+// round instead of a release round and an acquisition round: on every node
+// the hand-off script replaces our token with a fresh one for next's TTL
+// (or takes the key if it is free), so the key is never free in between.
+// It succeeds when a majority of nodes replaced our token, which both
+// releases our lock and obtains the new one; the new lock's validity is
+// computed as for any acquisition, from the round's start. It returns
+// Unlock's error, with ok; when the round failed, it rolls the new token
+// back and returns ok false and the number of nodes on which our token was
+// replaced, and Unlock releases as usual.
+func (l *Lock) handOff(ctx context.Context, next *turnWaiter, until time.Time) (replaced int, err error, ok bool) {
+	c := l.c
+	nl, err := c.newLock(l.key, next.ttl)
+	if err != nil {
+		return 0, nil, false
+	}
+	var announce notice
+	if !c.cfg.noWake {
+		announce = notice{noticeChannel(l.key), c.notice(acquiredNotice, nl.token, 0)}
+	}
+	own := c.wk.listening(l.key)
+	var heard, nreplaced atomic.Int64
+	start := time.Now()
+	r := c.fanOut(context.WithoutCancel(ctx), "hand-off", l.key, c.deadline(start, nl.ttl), nil,
+		func(ctx context.Context, n *node) (bool, error) {
+			h := l.holds[n.index]
+			_ = h.await(ctx)
+			// A late reply to our own acquisition now releases our
+			// token itself, which is a no-op once it is replaced.
+			h.abandon()
+			state, receivers, err := n.handOff(ctx, l.key, l.token, nl.token, nl.ttl, announce)
+			maxInto(&heard, receivers)
+			if nl.holds[n.index].finish(err == nil && state != handOffRefused, err) {
+				c.releaseNode(n, l.key, nl.token, nl.ttl)
+			}
+			// Only a node that held our token votes yes: the lock
+			// passes as a whole from a majority of ours, or not at all.
+			if state == handOffReplaced {
+				nreplaced.Add(1)
+			}
+			return state == handOffReplaced, err
+		})
+	if heard.Load() > own {
+		c.wk.othersListen(l.key, false)
+	}
+	l.mu.Lock()
+	if r.decided.Before(l.until) {
+		l.until = r.decided
+	}
+	l.mu.Unlock()
+	if !nl.won(r) {
+		nl.abandon(nl.ttl)
+		return int(nreplaced.Load()), nil, false
+	}
+	nl.passTurnAtEnd(c.turns.passer(l.key))
+	next.served <- nl
+	c.handOffs.Add(1)
+	if r.decided.Before(until) {
+		return 0, nil, true
+	}
+	return 0, fmt.Errorf("%w: %q: handed to the next waiter after the validity ended", ErrNotHeld, l.key), true
+}
+
+// maxInto raises a to v if v is larger.
+func maxInto(a *atomic.Int64, v int64) {
+	for {
+		cur := a.Load()
+		if v <= cur || a.CompareAndSwap(cur, v) {
+			return
+		}
+	}
 }
 
 // refusedNodes marks the nodes that refused the lock when it was taken:

@@ -31,12 +31,21 @@ type turns struct {
 }
 
 type turnQueue struct {
-	waiters []chan struct{} // closed when the turn passes to that waiter
+	waiters []*turnWaiter
+}
+
+// A turnWaiter is a queued Lock call. It is served exactly once: with the
+// turn alone (a nil *Lock), or with the turn and a lock handed over by the
+// previous holder.
+type turnWaiter struct {
+	ttl    time.Duration
+	served chan *Lock // buffered: serving never blocks
 }
 
 // take waits for key's turn in FIFO order and returns the function that
-// passes it on (safe to call more than once), or ctx's error.
-func (t *turns) take(ctx context.Context, key string) (func(), error) {
+// passes it on (safe to call more than once), with the lock if the previous
+// holder handed it over; or ctx's error.
+func (t *turns) take(ctx context.Context, key string, ttl time.Duration) (func(), *Lock, error) {
 	t.mu.Lock()
 	if t.q == nil {
 		t.q = map[string]*turnQueue{}
@@ -45,29 +54,49 @@ func (t *turns) take(ctx context.Context, key string) (func(), error) {
 	if !busy {
 		t.q[key] = &turnQueue{}
 		t.mu.Unlock()
-		return t.passer(key), nil
+		return t.passer(key), nil, nil
 	}
-	ch := make(chan struct{})
-	q.waiters = append(q.waiters, ch)
+	me := &turnWaiter{ttl: ttl, served: make(chan *Lock, 1)}
+	q.waiters = append(q.waiters, me)
 	t.mu.Unlock()
 
 	select {
-	case <-ch:
-		return t.passer(key), nil
+	case l := <-me.served:
+		return t.passer(key), l, nil
 	case <-ctx.Done():
 	}
 	t.mu.Lock()
 	for i, w := range q.waiters {
-		if w == ch {
+		if w == me {
 			q.waiters = append(q.waiters[:i], q.waiters[i+1:]...)
 			t.mu.Unlock()
-			return nil, ctx.Err()
+			return nil, nil, ctx.Err()
 		}
 	}
 	t.mu.Unlock()
-	// The turn reached us as ctx ended: pass it on.
-	t.passer(key)()
-	return nil, ctx.Err()
+	// We were being served as ctx ended (a hand-off takes one round):
+	// give back what we got.
+	if l := <-me.served; l != nil {
+		_ = l.Unlock(context.WithoutCancel(ctx)) // passes the turn on
+	} else {
+		t.passer(key)()
+	}
+	return nil, nil, ctx.Err()
+}
+
+// claim removes key's first waiter from the queue, to be served by the
+// caller, who holds the turn and passes it to that waiter with serve; nil
+// when nobody waits.
+func (t *turns) claim(key string) *turnWaiter {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	q := t.q[key]
+	if q == nil || len(q.waiters) == 0 {
+		return nil
+	}
+	w := q.waiters[0]
+	q.waiters = q.waiters[1:]
+	return w
 }
 
 // passer returns the idempotent function that hands key's turn to the next
@@ -85,7 +114,7 @@ func (t *turns) passer(key string) func() {
 			}
 			next := q.waiters[0]
 			q.waiters = q.waiters[1:]
-			close(next)
+			next.served <- nil
 		})
 	}
 }
@@ -383,6 +412,43 @@ func (h *watcher) stoodDown() {
 	h.w.mu.Lock()
 	defer h.w.mu.Unlock()
 	h.kw.factor = max(h.kw.factor*0.98, minSlotFactor)
+}
+
+// listening is how many subscriptions of this Client hear key's notices on
+// one node: 1 when it watches key, 0 otherwise.
+func (w *waker) listening(key string) int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.keys[key] != nil {
+		return 1
+	}
+	return 0
+}
+
+// othersSeen reports whether another Client was heard to want key lately.
+func (w *waker) othersSeen(key string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	kw := w.keys[key]
+	return kw != nil && time.Since(kw.othersAt) < w.c.cfg.linger
+}
+
+// othersListen records that a notice of this Client's reached subscribers
+// of other Clients: they want key. The Client watches key from now on (the
+// watch lingers), so that its next waiters wait their turn among them.
+// freed tells whether the notice was a release.
+func (w *waker) othersListen(key string, freed bool) {
+	h := w.watch(key)
+	if h == nil {
+		return
+	}
+	w.mu.Lock()
+	h.kw.othersAt = time.Now()
+	if freed && h.kw.latest == noEvent {
+		h.kw.latest = released
+	}
+	w.mu.Unlock()
+	h.close()
 }
 
 // noteReleased records this Client's own Unlock of key at once, before its

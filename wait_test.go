@@ -2,7 +2,9 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -144,7 +146,9 @@ func TestWaiterStandsDownWhenAnotherClientTakesTheKey(t *testing.T) {
 func TestSubscriptionLingersAfterTheLastWaiter(t *testing.T) {
 	r := startReal(t, 3)
 	linger := scaled(300 * time.Millisecond)
-	holderC := r.client()
+	// The holder, whose release notice reached the waiter, watches the key
+	// from then on as well.
+	holderC := r.client(withLinger(linger))
 	waiterC := r.client(withLinger(linger))
 	holder := mustLock(t, holderC, "k", time.Minute)
 	res := make(chan error, 1)
@@ -158,9 +162,10 @@ func TestSubscriptionLingersAfterTheLastWaiter(t *testing.T) {
 	}
 	awaitLock(t, res, "the waiter did not get the released lock")
 	got := time.Now()
+	_, watching := watchState(waiterC, "k")
 	for i := range r.admin {
-		if n := r.numsub(i, "k"); n != 1 && time.Since(got) < linger {
-			t.Fatalf("node %d: %d subscribers right after the waiter got the lock, want the lingering 1", i, n)
+		if n := r.numsub(i, "k"); (n == 0 || !watching) && time.Since(got) < linger {
+			t.Fatalf("node %d: %d subscribers right after the waiter got the lock (watching: %v), want the waiter's lingering one", i, n, watching)
 		}
 	}
 	within(t, linger+scaled(5*time.Second), "unsubscribing after the linger", func() bool {
@@ -233,5 +238,153 @@ func TestReleaserDoesNotBargeAheadOfOtherClients(t *testing.T) {
 	t.Logf("the releaser took the key again in %d of %d hand-overs (%.0f%%)", same, total-1, 100*share)
 	if share > 0.5 {
 		t.Fatalf("the releaser won %.0f%% of hand-overs, want at most 50%% among %d Clients", 100*share, workers)
+	}
+}
+
+// TestUnlockHandsTheLockToTheNextLocalWaiter: with a waiter of its own
+// queued and nobody else known to want the key, Unlock passes the lock in
+// one round (one script per node) instead of a release and an acquisition,
+// and the key holds the waiter's token with the waiter's TTL everywhere.
+func TestUnlockHandsTheLockToTheNextLocalWaiter(t *testing.T) {
+	m := newMinis(t, 5, nil)
+	cmds := countCommands(m.clients)
+	c := m.client()
+	holder, err := c.Lock(bg, "k", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	settle(c)
+	const waiterTTL = 30 * time.Second
+	res := make(chan lockResult, 1)
+	go func() {
+		l, err := c.Lock(bg, "k", waiterTTL)
+		res <- lockResult{l, err}
+	}()
+	queued(t, c, "k", 1)
+	for _, n := range m.clients { // so that EVALSHA needs no EVAL after it
+		if err := handoffScript.Load(bg, n).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := cmds()
+	began := time.Now()
+	if err := holder.Unlock(bg); err != nil {
+		t.Fatalf("Unlock with a local waiter: %v", err)
+	}
+	got := <-res
+	if got.err != nil {
+		t.Fatal(got.err)
+	}
+	settle(c)
+	if n := cmds() - before; n != len(m.servers) {
+		t.Fatalf("the hand-over sent %d commands, want one per node (%d)", n, len(m.servers))
+	}
+	if n := c.handOffs.Load(); n != 1 {
+		t.Fatalf("%d hand-offs counted, want 1", n)
+	}
+	if got.l.Token() == holder.Token() {
+		t.Fatal("the waiter got the holder's token, want a fresh one")
+	}
+	if n := m.count("k", got.l.Token()); n != len(m.servers) {
+		t.Fatalf("the waiter's token is on %d of %d nodes", n, len(m.servers))
+	}
+	for i, s := range m.servers {
+		if ttl := s.TTL("k"); ttl > waiterTTL || ttl < waiterTTL-time.Second {
+			t.Fatalf("node %d: TTL %v, want the waiter's %v", i, ttl, waiterTTL)
+		}
+	}
+	if end := began.Add(waiterTTL); got.l.Until().After(end) {
+		t.Fatalf("the handed lock is valid until %v after the hand-over began, past its TTL", got.l.Until().Sub(began))
+	}
+	if err := got.l.Unlock(bg); err != nil {
+		t.Fatal(err)
+	}
+	settle(c)
+	if n := m.count("k", got.l.Token()); n != 0 {
+		t.Fatalf("the handed lock's Unlock left its token on %d nodes", n)
+	}
+}
+
+// TestHandOffDoesNotStarveOtherClients: two goroutines of one Client take a
+// key in turn, which Unlock hands from one to the other; another Client
+// (another process) wants it too. It must get it: once the Client hears
+// that others listen, its releases go through Redis again.
+func TestHandOffDoesNotStarveOtherClients(t *testing.T) {
+	r := startReal(t, 5)
+	local, other := r.client(), r.client(WithRetryDelay(scaled(10*time.Millisecond), scaled(50*time.Millisecond)))
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				l, err := local.Lock(bg, "k", time.Minute)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				time.Sleep(time.Millisecond) // the critical section
+				_ = l.Unlock(bg)
+			}
+		}()
+	}
+	within(t, scaled(5*time.Second), "the first hand-off", func() bool {
+		for local.handOffs.Load() == 0 {
+			time.Sleep(time.Millisecond) // no signal exists
+		}
+		return true
+	})
+	ctx, cancel := context.WithTimeout(bg, scaled(10*time.Second))
+	defer cancel()
+	l, err := other.Lock(ctx, "k", time.Minute)
+	close(stop)
+	if err != nil {
+		t.Fatalf("the other Client starved: %v (%d hand-offs)", err, local.handOffs.Load())
+	}
+	t.Logf("the other Client got the key after %d hand-offs", local.handOffs.Load())
+	_ = l.Unlock(bg)
+	wg.Wait()
+}
+
+// TestFailedHandOffStillPassesTheTurn: when the hand-off round cannot reach
+// a majority, the queued waiter must still get the turn and make attempts
+// of its own, not wait forever for a lock that never comes.
+func TestFailedHandOffStillPassesTheTurn(t *testing.T) {
+	m := newMinis(t, 5, nil)
+	c := m.client(WithNodeTimeout(scaled(50 * time.Millisecond)))
+	holder := mustLock(t, c, "k", time.Minute)
+	// mustLock uses TryLock, which holds no turn: take the turn as Lock does.
+	pass, _, err := c.turns.take(bg, "k", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder.passTurnAtEnd(pass)
+	ctx, cancel := context.WithTimeout(bg, scaled(2*time.Second))
+	defer cancel()
+	res := make(chan error, 1)
+	go func() {
+		_, err := c.Lock(ctx, "k", time.Minute)
+		res <- err
+	}()
+	queued(t, c, "k", 1)
+	for i := range 3 {
+		m.block(i)
+	}
+	if err := holder.Unlock(bg); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("Unlock with the majority hung = %v, want ErrNotHeld", err)
+	}
+	err = within(t, scaled(10*time.Second), "the waiter's Lock", func() error { return <-res })
+	var qe *QuorumError
+	if !errors.Is(err, ErrNotObtained) || !errors.As(err, &qe) || qe.Op != "lock" {
+		t.Fatalf("the waiter's Lock = %v, want ErrNotObtained from attempts of its own", err)
+	}
+	if c.handOffs.Load() != 0 {
+		t.Fatal("a hand-off was counted without a majority")
 	}
 }

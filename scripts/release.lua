@@ -3,7 +3,8 @@
 -- so that waiters subscribed to it try again at once instead of at their
 -- next backoff. Clean-up after failed attempts stays silent: announcing it
 -- would wake every waiter into another split vote.
--- Returns 1 when our key was deleted, 0 when it was absent or another's.
+-- Returns 0 when the key was absent or another's, and when our key was
+-- deleted 1 plus the number of subscribers that heard the notice.
 --
 -- Check and delete run as one script, so no other client's SET can land
 -- between them (pitfall 6), and a token that is not ours is never deleted
@@ -11,7 +12,7 @@
 if redis.pcall('GET', KEYS[1]) == ARGV[1] then
   redis.call('DEL', KEYS[1])
   if ARGV[2] ~= '' then
-    redis.call('PUBLISH', ARGV[2], ARGV[3])
+    return 1 + redis.call('PUBLISH', ARGV[2], ARGV[3])
   end
   return 1
 end

@@ -1,0 +1,28 @@
+-- handoff: give KEYS[1], held by token ARGV[1], straight to token ARGV[2]
+-- for ARGV[3] milliseconds, or take it for ARGV[2] if it is free. When the
+-- key is set and ARGV[4] names a channel, publish ARGV[5] there.
+-- Returns {state, receivers}: state 2 when ARGV[1]'s key was replaced, 1
+-- when the key was free and is now ARGV[2]'s (or already was: a re-send),
+-- 0 when another token holds it; receivers is how many subscribers heard
+-- the notice.
+--
+-- Check and set run as one script, so the key is never free in between for
+-- another client to take (this is how a Client passes a lock to its own next
+-- waiter without a release and an acquisition), and a token that is not
+-- ARGV[1] is never replaced (pitfall 5).
+local cur = redis.pcall('GET', KEYS[1])
+if cur == ARGV[2] then
+  return {1, 0}
+end
+if cur ~= ARGV[1] and cur ~= false then
+  return {0, 0}
+end
+redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+local receivers = 0
+if ARGV[4] ~= '' then
+  receivers = redis.call('PUBLISH', ARGV[4], ARGV[5])
+end
+if cur == false then
+  return {1, receivers}
+end
+return {2, receivers}
