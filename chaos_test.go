@@ -158,20 +158,33 @@ func (s *scenario) assertDetected() {
 }
 
 // A load is workers contending for one key in the background: each loops
-// Lock, critical section, Unlock, on its own Client (as separate processes
-// would), until Stop.
+// Lock, critical section, Unlock, until Stop. With contend, each worker has
+// its own Client (as separate processes would); with contendShared, they
+// share one, so locks pass between them by hand-off.
 type load struct {
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 	acquired atomic.Int64
 	failed   atomic.Int64
+	clients  []*Client
 }
 
 func (s *scenario) contend(workers int, ttl time.Duration) *load {
+	return s.load(workers, ttl, false)
+}
+
+func (s *scenario) contendShared(workers int, ttl time.Duration) *load {
+	return s.load(workers, ttl, true)
+}
+
+func (s *scenario) load(workers int, ttl time.Duration, shared bool) *load {
 	ctx, cancel := context.WithCancel(context.Background())
 	ld := &load{cancel: cancel}
 	for w := range workers {
-		c := s.client()
+		if w == 0 || !shared {
+			ld.clients = append(ld.clients, s.client())
+		}
+		c := ld.clients[len(ld.clients)-1]
 		ld.wg.Add(1)
 		go func() {
 			defer ld.wg.Done()
@@ -727,7 +740,17 @@ var scenarios = []struct {
 		s.assertSafe()
 	}},
 
-	{"18_random_soak", func(s *scenario) { soak(s) }},
+	{"18_random_soak", func(s *scenario) { soak(s, s.contend(4, chaosTTL)) }},
+
+	{"19_hand_offs_under_faults", func(s *scenario) {
+		ld := s.contendShared(3, chaosTTL)
+		soak(s, ld)
+		n := ld.clients[0].handOffs.Load()
+		s.t.Logf("%d hand-offs", n)
+		if n == 0 {
+			s.t.Fatal("no hand-off: the scenario did not test them")
+		}
+	}},
 }
 
 // jump is a forward clock jump that outlives a TTL: whole seconds, since
@@ -780,16 +803,15 @@ func commandCalls(tb testing.TB, admin *redis.Client, names ...string) int64 {
 	return n
 }
 
-// soak runs contending workers while a seeded random schedule injects the
+// soak runs the load ld while a seeded random schedule injects the
 // faults that must stay safe: pauses, kills with restarts delayed past the
 // TTL, black holes, lost replies, latency and resets, on at most two nodes
 // at a time so that the load keeps making progress.
-func soak(s *scenario) {
+func soak(s *scenario, ld *load) {
 	length := scaled(3 * time.Second)
 	if *soakFlag > 0 {
 		length = *soakFlag
 	}
-	ld := s.contend(4, chaosTTL)
 	type state struct {
 		faulty bool
 		killed time.Time
