@@ -50,6 +50,11 @@ var (
 	ErrNodeRefused = errors.New("redlock: node refused")
 )
 
+// errGivenUp is a node's outcome when its request was not sent because the
+// round had been decided and the lock given up before its goroutine ran.
+// The round's error never shows it: it is decided by then.
+var errGivenUp = errors.New("redlock: node given up before the request was sent")
+
 // A NodeError is what went wrong on one node during one operation.
 type NodeError struct {
 	Node    int           // index of the node in the slice given to New

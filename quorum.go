@@ -202,6 +202,16 @@ func (h *hold) abandon() (release bool) {
 	return h.finished() && h.mayHold
 }
 
+// send reports whether the acquire call may still be sent: not when the
+// lock already gave the node up, as happens when a goroutine starts late,
+// after the round was decided and the lock released. A request never sent
+// needs no release, and cannot hold the key against the next holder.
+func (h *hold) send() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return !h.abandoned
+}
+
 // refused reports whether the node's acquire call answered no, so the key
 // there is known not to hold our token.
 func (h *hold) refused() bool {

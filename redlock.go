@@ -196,19 +196,30 @@ func (c *Client) TryLock(ctx context.Context, key string, ttl time.Duration) (*L
 // the key is released or a jittered, growing delay (see WithRetryDelay) has
 // passed, whichever comes first, before the next.
 //
-// Waiting is cheap for the masters. Goroutines that call Lock on one Client
-// for the same key queue in FIFO order, and only the first makes attempts;
-// the others wait, without any request, until the lock it obtained is
-// released or its validity ends. A waiter learns of a release from a
-// pub/sub notice that Unlock publishes on every node (the Client keeps one
-// subscription connection per node while it has waiters); a lost notice
-// costs latency, never liveness, since the delay always runs as well.
+// Waiting is cheap for the masters and fair:
+//   - Goroutines that call Lock on one Client for the same key queue in FIFO
+//     order, and only the first makes attempts; the others send nothing
+//     until the lock it obtained is released or its validity ends. While no
+//     other Client is known to want the key, Unlock hands the lock straight
+//     to the next of them in one round (see Lock.Unlock).
+//   - Waiters of different Clients (processes) learn from pub/sub notices
+//     that the nodes publish when a lock is taken or released (the Client
+//     keeps one subscription connection per node, and subscribes to a key
+//     after its first failed attempt). After a release they go in order of
+//     how many releases they have already waited through, and stand down
+//     without an attempt when another waiter takes the key first; a Client
+//     that has just released a key others want does not take it straight
+//     back. A lost notice costs latency, never liveness or safety: the
+//     backoff delay always runs as well, and only a Redlock majority ever
+//     grants a lock.
 //
 // When ctx ends first, Lock returns an error that matches both
 // ErrNotObtained and ctx.Err() with errors.Is, and wraps the *QuorumError of
 // the last attempt that ran to its decision (one cut short by ctx only if
-// there was no other), which tells why the lock could not be had. Bad input
-// returns an error matching ErrInvalidArgument without any attempt.
+// there was no other), which tells why the lock could not be had; if ctx
+// ended before the call made any attempt (it was waiting behind others), the
+// error says so instead. Bad input returns an error matching
+// ErrInvalidArgument without any attempt.
 func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
 	ttl, err := c.checkLock(ctx, key, ttl)
 	if err != nil {
@@ -438,6 +449,10 @@ func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration, age
 	}
 	start := time.Now()
 	r := c.fanOut(ctx, "lock", key, c.deadline(start, ttl), nil, func(ctx context.Context, n *node) (bool, error) {
+		if !l.holds[n.index].send() {
+			l.holds[n.index].finish(false, nil)
+			return false, errGivenUp
+		}
 		yes, err := n.acquire(ctx, key, l.token, ttl, announce)
 		if l.holds[n.index].finish(yes, err) {
 			c.releaseNode(n, key, l.token, ttl)
@@ -678,12 +693,20 @@ func (l *Lock) heldUntil() (time.Time, error) {
 // never touches a key that holds another token. It returns as soon as the
 // outcome is known; deletes still in flight finish in the background.
 //
-// Unlock returns nil when a majority deleted the key before the validity
-// ended. Otherwise it returns an error matching ErrNotHeld, with a
-// *QuorumError when nodes were asked: the lock had expired, been taken over,
-// or its nodes did not answer, so the critical section may have overlapped
-// another holder's. A second Unlock returns ErrNotHeld without contacting the
-// nodes.
+// Hand-off: when the lock was obtained by Lock (or Do), another goroutine
+// of the same Client is queued for the key, and no other Client is known to
+// want it, Unlock instead replaces this lock's token with a fresh one for
+// that waiter, in one round; the waiter's Lock returns that new lock, whose
+// validity counts from the round's start like any acquisition's. The key is
+// never free in between. If the round does not reach a majority, Unlock
+// releases as above and the waiter makes attempts of its own.
+//
+// Unlock returns nil when a majority deleted (or handed over) the key before
+// the validity ended. Otherwise it returns an error matching ErrNotHeld,
+// with a *QuorumError when nodes were asked: the lock had expired, been
+// taken over, or its nodes did not answer, so the critical section may have
+// overlapped another holder's. A second Unlock returns ErrNotHeld without
+// contacting the nodes.
 //
 // The deletes are sent even if ctx is already cancelled, so that an
 // abandoned request does not leave its lock behind until the TTL; Unlock
