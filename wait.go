@@ -181,7 +181,7 @@ func parseNotice(msg string) (kind, client, token string, age int, ok bool) {
 		return "", "", "", 0, false
 	}
 	age, err := strconv.Atoi(f[3])
-	if err != nil || age < 0 || age > maxAge {
+	if err != nil || age < 0 || age > maxAge || strconv.Itoa(age) != f[3] {
 		return "", "", "", 0, false
 	}
 	return f[0], f[1], f[2], age, true

@@ -25,6 +25,7 @@ func TestParseNoticeRejectsWhatIsNotANotice(t *testing.T) {
 	for _, msg := range []string{
 		"", "acquired", "acquired c t", "acquired c t x", "acquired c t -1",
 		"acquired c t 99999999999999999999", "taken c t 1", "released c t 1 extra",
+		"acquired c t 01", "acquired c t +1",
 	} {
 		if _, _, _, _, ok := parseNotice(msg); ok {
 			t.Errorf("parseNotice(%q) accepted it", msg)
@@ -43,6 +44,7 @@ func FuzzParseNotice(f *testing.F) {
 	f.Add("acquired 1b4e28ba-2fa1-11d2-883f-0016d3cca427 6f1c 7")
 	f.Add("released a b 0")
 	f.Add(" acquired  a  b  1 ")
+	f.Add("acquired 0 0 00") // not how a Client writes 0: found by the fuzzer
 	f.Fuzz(func(t *testing.T, msg string) {
 		kind, client, token, age, ok := parseNotice(msg)
 		if !ok {
