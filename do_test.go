@@ -311,11 +311,7 @@ func TestLocalWaiterGivesUpItsPlaceWhenCtxEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(bg)
-	res := make(chan error, 1)
-	go func() {
-		_, err := c.Lock(ctx, "k", time.Minute)
-		res <- err
-	}()
+	res := lockInBackground(ctx, c, "k")
 	queued(t, c, "k", 1)
 	cancel()
 	if err := <-res; !errors.Is(err, ErrNotObtained) || !errors.Is(err, context.Canceled) {
@@ -421,11 +417,7 @@ func TestLostSubscriptionDegradesToPolling(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := make(chan error, 1)
-	go func() {
-		_, err := waiterC.Lock(bg, "k", time.Minute)
-		res <- err
-	}()
+	res := lockInBackground(bg, waiterC, "k")
 	r.subscribed("k")
 	for i, a := range r.admin {
 		if err := a.ClientKillByFilter(bg, "TYPE", "pubsub").Err(); err != nil {
@@ -436,6 +428,17 @@ func TestLostSubscriptionDegradesToPolling(t *testing.T) {
 		t.Fatal(err)
 	}
 	awaitLock(t, res, "the waiter hung after losing its subscription")
+}
+
+// lockInBackground calls c.Lock(ctx, key, time.Minute) in a goroutine and
+// reports its error.
+func lockInBackground(ctx context.Context, c *Client, key string) <-chan error {
+	res := make(chan error, 1)
+	go func() {
+		_, err := c.Lock(ctx, key, time.Minute)
+		res <- err
+	}()
+	return res
 }
 
 // awaitLock fails the test unless the waiter's Lock, reporting on res,
@@ -459,11 +462,7 @@ func TestClosedSubscriptionDegradesToPolling(t *testing.T) {
 	holderC := m.client()
 	waiterC := m.client(WithRetryDelay(scaled(20*time.Millisecond), scaled(50*time.Millisecond)))
 	holder := mustLock(t, holderC, "k", time.Minute)
-	res := make(chan error, 1)
-	go func() {
-		_, err := waiterC.Lock(bg, "k", time.Minute)
-		res <- err
-	}()
+	res := lockInBackground(bg, waiterC, "k")
 	within(t, scaled(5*time.Second), "the waiter's subscription", func() bool {
 		for {
 			waiterC.wk.mu.Lock()

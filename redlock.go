@@ -323,7 +323,7 @@ func (c *Client) wait(ctx context.Context, key string, ttl time.Duration) (*Lock
 				state = attemptNow
 			case <-events:
 				events = w.events()
-				if e, _ := w.latest(); e == released {
+				if w.latest() == released {
 					age++
 					arm(w.delay(age))
 					state = jitterFirst
@@ -338,7 +338,7 @@ func (c *Client) wait(ctx context.Context, key string, ttl time.Duration) (*Lock
 				state, delayed = attemptNow, true
 			case <-events:
 				events = w.events()
-				if e, _ := w.latest(); e == taken {
+				if w.latest() == taken {
 					w.stoodDown()
 					arm(c.cfg.backoff(k))
 					state = waitFirst
@@ -443,10 +443,7 @@ func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration, age
 		return nil, err
 	}
 
-	var announce notice
-	if !c.cfg.noWake {
-		announce = notice{noticeChannel(key), c.notice(acquiredNotice, l.token, age)}
-	}
+	announce := c.announce(acquiredNotice, key, l.token, age)
 	start := time.Now()
 	r := c.fanOut(ctx, "lock", key, c.deadline(start, ttl), nil, func(ctx context.Context, n *node) (bool, error) {
 		if !l.holds[n.index].send() {
@@ -738,9 +735,9 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	replaced := 0 // nodes where a failed hand-off replaced our token
 	if hasTurn && c.mayHandOff(l.key, until) {
 		if next := c.turns.claim(l.key); next != nil {
-			var err error
 			var ok bool
-			if replaced, err, ok = l.handOff(ctx, next, until); ok {
+			var err error
+			if replaced, ok, err = l.handOff(ctx, next, until); ok {
 				return err
 			}
 			// The waiter gets the turn alone, after the deletes.
@@ -751,10 +748,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 
 	own := c.wk.listening(l.key)
 	var heard atomic.Int64 // the most subscribers a release notice reached
-	var announce notice
-	if !c.cfg.noWake {
-		announce = notice{noticeChannel(l.key), c.notice(releasedNotice, l.token, 0)}
-	}
+	announce := c.announce(releasedNotice, l.key, l.token, 0)
 	start := time.Now()
 	r := c.fanOut(context.WithoutCancel(ctx), "unlock", l.key, start.Add(c.nodeTimeout(ttl)), l.refusedNodes(),
 		func(ctx context.Context, n *node) (bool, error) {
@@ -776,15 +770,21 @@ func (l *Lock) Unlock(ctx context.Context) error {
 		c.wk.othersListen(l.key, true)
 	}
 
-	l.mu.Lock()
-	if r.decided.Before(l.until) {
-		l.until = r.decided
-	}
-	l.mu.Unlock()
+	l.endBy(r.decided)
 	if (r.won() || replaced >= c.quorum) && r.decided.Before(until) {
 		return nil
 	}
 	return r.error(ErrNotHeld)
+}
+
+// endBy moves the end of l's validity back to t if it is later: the lock
+// was released (or handed over) at t.
+func (l *Lock) endBy(t time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if t.Before(l.until) {
+		l.until = t
+	}
 }
 
 // mayHandOff reports whether Unlock may pass the lock on key straight to
@@ -801,19 +801,16 @@ func (c *Client) mayHandOff(key string, until time.Time) bool {
 // It succeeds when a majority of nodes replaced our token, which both
 // releases our lock and obtains the new one; the new lock's validity is
 // computed as for any acquisition, from the round's start. It returns
-// Unlock's error, with ok; when the round failed, it rolls the new token
-// back and returns ok false and the number of nodes on which our token was
+// ok and Unlock's error; when the round failed, it rolls the new token back
+// and returns ok false and the number of nodes on which our token was
 // replaced, and Unlock releases as usual.
-func (l *Lock) handOff(ctx context.Context, next *turnWaiter, until time.Time) (replaced int, err error, ok bool) {
+func (l *Lock) handOff(ctx context.Context, next *turnWaiter, until time.Time) (replaced int, ok bool, err error) {
 	c := l.c
 	nl, err := c.newLock(l.key, next.ttl)
 	if err != nil {
-		return 0, nil, false
+		return 0, false, nil
 	}
-	var announce notice
-	if !c.cfg.noWake {
-		announce = notice{noticeChannel(l.key), c.notice(acquiredNotice, nl.token, 0)}
-	}
+	announce := c.announce(acquiredNotice, l.key, nl.token, 0)
 	own := c.wk.listening(l.key)
 	var heard, nreplaced atomic.Int64
 	start := time.Now()
@@ -839,22 +836,18 @@ func (l *Lock) handOff(ctx context.Context, next *turnWaiter, until time.Time) (
 	if heard.Load() > own {
 		c.wk.othersListen(l.key, false)
 	}
-	l.mu.Lock()
-	if r.decided.Before(l.until) {
-		l.until = r.decided
-	}
-	l.mu.Unlock()
+	l.endBy(r.decided)
 	if !nl.won(r) {
 		nl.abandon(nl.ttl)
-		return int(nreplaced.Load()), nil, false
+		return int(nreplaced.Load()), false, nil
 	}
 	nl.passTurnAtEnd(c.turns.passer(l.key))
 	next.served <- nl
 	c.handOffs.Add(1)
 	if r.decided.Before(until) {
-		return 0, nil, true
+		return 0, true, nil
 	}
-	return 0, fmt.Errorf("%w: %q: handed to the next waiter after the validity ended", ErrNotHeld, l.key), true
+	return 0, true, fmt.Errorf("%w: %q: handed to the next waiter after the validity ended", ErrNotHeld, l.key)
 }
 
 // maxInto raises a to v if v is larger.

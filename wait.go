@@ -174,6 +174,15 @@ func (c *Client) notice(kind, token string, age int) string {
 	return kind + " " + c.id + " " + token + " " + strconv.Itoa(age)
 }
 
+// announce is the notice the nodes publish when they grant (kind
+// acquiredNotice) or release key for token; none when notices are off.
+func (c *Client) announce(kind, key, token string, age int) notice {
+	if c.cfg.noWake {
+		return notice{}
+	}
+	return notice{noticeChannel(key), c.notice(kind, token, age)}
+}
+
 // parseNotice splits a notice; ok is false for anything else.
 func parseNotice(msg string) (kind, client, token string, age int, ok bool) {
 	f := strings.Fields(msg)
@@ -346,14 +355,14 @@ func (h *watcher) events() <-chan struct{} {
 	return h.kw.ch
 }
 
-// latest returns the key's latest event and whether another Client caused it.
-func (h *watcher) latest() (event, bool) {
+// latest returns the key's latest event.
+func (h *watcher) latest() event {
 	if h == nil {
-		return noEvent, false
+		return noEvent
 	}
 	h.w.mu.Lock()
 	defer h.w.mu.Unlock()
-	return h.kw.latest, h.kw.foreign
+	return h.kw.latest
 }
 
 // approach tells how a Lock call should start.

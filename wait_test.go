@@ -94,11 +94,7 @@ func TestWaiterStandsDownWhenAnotherClientTakesTheKey(t *testing.T) {
 	defer waiterC.Close()
 
 	holder := mustLock(t, holderC, "k", time.Minute)
-	res := make(chan error, 1)
-	go func() {
-		_, err := waiterC.Lock(bg, "k", time.Minute)
-		res <- err
-	}()
+	res := lockInBackground(bg, waiterC, "k")
 	r.subscribed("k")
 	// One slot of 100 ms ahead of the waiter after the release: it is
 	// still waiting when the taker's notices arrive.
@@ -153,11 +149,7 @@ func TestSubscriptionLingersAfterTheLastWaiter(t *testing.T) {
 	holderC := r.client(withLinger(linger))
 	waiterC := r.client(withLinger(linger))
 	holder := mustLock(t, holderC, "k", time.Minute)
-	res := make(chan error, 1)
-	go func() {
-		_, err := waiterC.Lock(bg, "k", time.Minute)
-		res <- err
-	}()
+	res := lockInBackground(bg, waiterC, "k")
 	r.subscribed("k")
 	if err := holder.Unlock(bg); err != nil {
 		t.Fatal(err)
@@ -360,20 +352,14 @@ func TestHandOffDoesNotStarveOtherClients(t *testing.T) {
 func TestFailedHandOffStillPassesTheTurn(t *testing.T) {
 	m := newMinis(t, 5, nil)
 	c := m.client(WithNodeTimeout(scaled(50 * time.Millisecond)))
-	holder := mustLock(t, c, "k", time.Minute)
-	// mustLock uses TryLock, which holds no turn: take the turn as Lock does.
-	pass, _, err := c.turns.take(bg, "k", time.Minute)
+	holder, err := c.Lock(bg, "k", time.Minute) // Lock, not TryLock: it holds the turn
 	if err != nil {
 		t.Fatal(err)
 	}
-	holder.passTurnAtEnd(pass)
+	settle(c)
 	ctx, cancel := context.WithTimeout(bg, scaled(2*time.Second))
 	defer cancel()
-	res := make(chan error, 1)
-	go func() {
-		_, err := c.Lock(ctx, "k", time.Minute)
-		res <- err
-	}()
+	res := lockInBackground(ctx, c, "k")
 	queued(t, c, "k", 1)
 	for i := range 3 {
 		m.block(i)
