@@ -1,0 +1,486 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Every path, tried as an adversary would: late replies, a cancelled ctx,
+// concurrent calls on one Lock, masters at maxmemory or without channel
+// rights, a closed or zero Client, a nil Lock. Each test here failed on the
+// code before its fix.
+
+// scriptHook lets a test hold one script's requests on their way to the
+// node (before) or their replies on the way back (after the command ran
+// on the node).
+type scriptHook struct {
+	script *redis.Script
+	match  func(argv []any) bool // nil: every call of script
+	before func(ctx context.Context)
+	after  func(ctx context.Context)
+}
+
+func (h *scriptHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *scriptHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h *scriptHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if !h.matches(cmd) {
+			return next(ctx, cmd)
+		}
+		if h.before != nil {
+			h.before(ctx)
+		}
+		err := next(ctx, cmd)
+		if h.after != nil && (err == nil || !strings.HasPrefix(err.Error(), "NOSCRIPT")) {
+			h.after(ctx)
+		}
+		return err
+	}
+}
+
+func (h *scriptHook) matches(cmd redis.Cmder) bool {
+	args := cmd.Args()
+	if len(args) < 2 {
+		return false
+	}
+	if name := strings.ToLower(fmt.Sprint(args[0])); name != "evalsha" && name != "eval" {
+		return false
+	}
+	if s := fmt.Sprint(args[1]); s != h.script.Hash() && !isSource(s, h.script) {
+		return false
+	}
+	return h.match == nil || h.match(args[4:]) // ARGV: every script takes one key
+}
+
+// isSource reports whether src is the source of s (EVAL after NOSCRIPT).
+func isSource(src string, s *redis.Script) bool {
+	return redis.NewScript(src).Hash() == s.Hash()
+}
+
+// hookAll adds h to every client.
+func hookAll(clients []redis.UniversalClient, h redis.Hook) {
+	for _, c := range clients {
+		c.AddHook(h)
+	}
+}
+
+// ttlArg matches a script call whose ARGV[i+1] is d in milliseconds.
+func ttlArg(i int, d time.Duration) func(args []any) bool {
+	want := fmt.Sprint(d.Milliseconds())
+	return func(args []any) bool { return len(args) > i && fmt.Sprint(args[i]) == want }
+}
+
+// supporters counts the nodes on which key certainly lives until at least
+// until with token: what Until promises of a majority. t1 is taken after
+// the PTTL reply, so t1 + PTTL + 1 ms (PTTL rounds down) is no earlier than
+// the real expiry.
+func (r *realNodes) supporters(key, token string, until time.Time) int {
+	r.t.Helper()
+	n := 0
+	for i, a := range r.admin {
+		v, err := a.Get(bg, key).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			r.t.Fatalf("GET on node %d: %v", i, err)
+		}
+		pttl, err := a.PTTL(bg, key).Result()
+		if err != nil {
+			r.t.Fatalf("PTTL on node %d: %v", i, err)
+		}
+		if v == token && time.Now().Add(pttl+time.Millisecond).After(until) {
+			n++
+		}
+	}
+	return n
+}
+
+// assertUntilTrue fails unless a majority of the nodes keep l's key at
+// least until l.Until(): otherwise another client could take it while l's
+// holder still trusts it.
+func (r *realNodes) assertUntilTrue(l *Lock) {
+	r.t.Helper()
+	until := l.Until()
+	if !until.After(time.Now()) {
+		return // nothing is promised any more
+	}
+	if n := r.supporters(l.Key(), l.Token(), until); n < quorum(len(r.admin)) {
+		r.t.Fatalf("Until() is %v ahead, but only %d nodes keep the key that long: %q, PTTLs %v",
+			time.Until(until).Round(time.Millisecond), n, r.values(l.Key()), r.pttls(l.Key()))
+	}
+}
+
+func (r *realNodes) pttls(key string) []time.Duration {
+	out := make([]time.Duration, len(r.admin))
+	for i, a := range r.admin {
+		out[i], _ = a.PTTL(bg, key).Result()
+	}
+	return out
+}
+
+// Defect 1: a failed Extend to a shorter TTL. The masters shortened the
+// keys, but the caller was told ErrNotObtained with Until unchanged.
+func TestFailedExtendToAShorterTTLLeavesUntilTrue(t *testing.T) {
+	for _, how := range []string{"replies after the node deadline", "ctx cancelled in flight"} {
+		t.Run(how, func(t *testing.T) {
+			r := startReal(t, 5)
+			c := r.client(WithNodeTimeout(scaled(50 * time.Millisecond)))
+			l, err := c.TryLock(bg, "k", 10*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			settle(c)
+			ctx, cancel := context.WithCancel(bg)
+			defer cancel()
+			hookAll(r.clients, &scriptHook{script: extendScript, after: func(nctx context.Context) {
+				if how == "ctx cancelled in flight" {
+					cancel()
+				}
+				<-nctx.Done() // the reply comes back too late
+			}})
+			if err := l.Extend(ctx, scaled(300*time.Millisecond)); !errors.Is(err, ErrNotObtained) {
+				t.Fatalf("Extend with late replies = %v, want ErrNotObtained", err)
+			}
+			settle(c)
+			r.assertUntilTrue(l)
+			// And the holder's belief is safe against a second holder.
+			other := r.client()
+			time.Sleep(scaled(400 * time.Millisecond)) // past the shorter TTL: the keys' lifetime is what is tested
+			if l2, err := other.TryLock(bg, "k", time.Second); err == nil && time.Now().Before(l.Until()) {
+				t.Fatalf("a second holder (%.8s) got in while the first one's Until is %v ahead", l2.Token(), time.Until(l.Until()))
+			}
+		})
+	}
+}
+
+// Defect 2: two concurrent Extends on one Lock, the longer one's replies
+// delayed until the shorter one returned. Both succeed; Until must not
+// outrun the keys.
+func TestConcurrentExtendsNeverLeaveUntilPastTheKeys(t *testing.T) {
+	r := startReal(t, 5)
+	c := r.client(WithNodeTimeout(scaled(2 * time.Second)))
+	l, err := c.TryLock(bg, "k", 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	settle(c)
+	long, short := 10*time.Second, scaled(500*time.Millisecond)
+	ran := make(chan struct{}, len(r.clients))
+	gate := make(chan struct{})
+	hookAll(r.clients, &scriptHook{script: extendScript, match: ttlArg(1, long), after: func(context.Context) {
+		ran <- struct{}{}
+		<-gate
+	}})
+	longDone := make(chan error, 1)
+	go func() { longDone <- l.Extend(bg, long) }()
+	for range r.clients {
+		<-ran // the long extension has run on every node; its replies are held
+	}
+	if err := l.Extend(bg, short); err != nil {
+		t.Fatalf("short Extend: %v", err)
+	}
+	close(gate)
+	if err := <-longDone; err != nil {
+		t.Fatalf("long Extend: %v", err)
+	}
+	r.assertUntilTrue(l)
+}
+
+// Extend to a shorter TTL than the validity left never shortens the keys,
+// and never moves Until back.
+func TestExtendNeverShortensTheKeys(t *testing.T) {
+	r := startReal(t, 5)
+	c := r.client()
+	l, err := c.TryLock(bg, "k", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	settle(c)
+	until := l.Until()
+	if err := l.Extend(bg, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	settle(c)
+	if l.Until().Before(until) {
+		t.Fatalf("Extend(1s) moved Until back by %v", until.Sub(l.Until()))
+	}
+	for i, d := range r.pttls("k") {
+		if d < 8*time.Second {
+			t.Fatalf("node %d: PTTL %v after Extend(1s) of a 10 s lock: the key was shortened", i, d)
+		}
+	}
+	r.assertUntilTrue(l)
+}
+
+// Investigation: an Extend decided at the validity end, whose replies land
+// just after it, extended the keys by a full TTL; a caller told ErrNotHeld
+// and following the docs (no Unlock) left them behind.
+func TestExtendThatEndsNotHeldLeavesNoKeys(t *testing.T) {
+	r := startReal(t, 5)
+	ttl := scaled(300 * time.Millisecond)
+	c := r.client(WithNodeTimeout(scaled(2 * time.Second)))
+	l, err := c.TryLock(bg, "k", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	settle(c)
+	hookAll(r.clients, &scriptHook{script: extendScript, after: func(context.Context) {
+		<-l.Done() // the extension landed; its reply arrives after the validity ended
+	}})
+	if err := l.Extend(bg, time.Minute); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("Extend whose replies came after the validity end = %v, want ErrNotHeld", err)
+	}
+	settle(c)
+	if got := r.values("k"); r.count("k", "") != 5 {
+		t.Fatalf("keys left behind by an Extend that returned ErrNotHeld: %q, PTTLs %v", got, r.pttls("k"))
+	}
+	if err := l.Unlock(bg); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("Unlock after the lock was lost = %v, want ErrNotHeld", err)
+	}
+}
+
+// Defect 3: a hand-off that fails on every master (maxmemory: the
+// hand-off's SET answers OOM) must still release the lock, return nil and
+// let the waiter try at once, not after the TTL.
+func TestFailedHandOffReleasesAndServesTheWaiter(t *testing.T) {
+	r := startReal(t, 5)
+	c := r.client()
+	holder, err := c.Lock(bg, "k", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	settle(c)
+	ctx, cancel := context.WithTimeout(bg, scaled(20*time.Second))
+	defer cancel()
+	res := lockInBackground(ctx, c, "k")
+	queued(t, c, "k", 1)
+	r.setMaxmemory(t, "1", 0, 1, 2, 3, 4)
+	if err := holder.Unlock(bg); err != nil {
+		t.Fatalf("Unlock whose hand-off failed on OOM = %v, want nil (the deletes still work)", err)
+	}
+	settle(c)
+	if got := r.values("k"); r.count("k", holder.Token()) != 0 {
+		t.Fatalf("the old token is still on the masters after Unlock: %q", got)
+	}
+	r.setMaxmemory(t, "0", 0, 1, 2, 3, 4)
+	select {
+	case err := <-res:
+		if err != nil {
+			t.Fatalf("the waiter's Lock: %v", err)
+		}
+	case <-time.After(scaled(3 * time.Second)): // the TTL is a minute: it was not waited out
+		t.Fatal("the waiter did not get the lock after the failed hand-off")
+	}
+	if c.handOffs.Load() != 0 {
+		t.Fatal("a failed hand-off was counted")
+	}
+}
+
+// Defect 3, second half: a hand-off that wins on a majority must not leave
+// the old token on the masters where its script errored.
+func TestWinningHandOffLeavesNoOldTokenWhereItErrored(t *testing.T) {
+	r := startReal(t, 5)
+	c := r.client()
+	holder, err := c.Lock(bg, "k", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	settle(c)
+	res := lockInBackground(bg, c, "k")
+	queued(t, c, "k", 1)
+	r.setMaxmemory(t, "1", 0, 1)
+	if err := holder.Unlock(bg); err != nil {
+		t.Fatalf("Unlock: %v", err)
+	}
+	awaitLock(t, res, "the waiter")
+	settle(c)
+	r.setMaxmemory(t, "0", 0, 1)
+	if got := r.values("k"); r.count("k", holder.Token()) != 0 {
+		t.Fatalf("the old token outlived the hand-off on the masters where it failed: %q", got)
+	}
+	if c.handOffs.Load() != 1 {
+		t.Fatalf("hand-offs = %d, want 1", c.handOffs.Load())
+	}
+}
+
+// Defect 3, under latency: the hand-off's deadline comes from the waiter's
+// short TTL, so 20 ms of latency fails it; Unlock must still release.
+func TestHandOffTooSlowForTheWaitersTTLStillReleases(t *testing.T) {
+	m := newMinis(t, 5, nil)
+	c := m.client()
+	holder, err := c.Lock(bg, "k", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	settle(c)
+	res := make(chan error, 1)
+	go func() {
+		_, err := c.Lock(bg, "k", scaled(100*time.Millisecond)) // node deadline ttl/10
+		res <- err
+	}()
+	queued(t, c, "k", 1)
+	hookAll(m.clients, &scriptHook{script: handoffScript, before: func(context.Context) {
+		time.Sleep(scaled(20 * time.Millisecond)) // latency, not synchronisation
+	}})
+	if err := holder.Unlock(bg); err != nil {
+		t.Fatalf("Unlock whose hand-off timed out = %v, want nil", err)
+	}
+	awaitLock(t, res, "the waiter")
+}
+
+func (r *realNodes) setMaxmemory(t *testing.T, v string, nodes ...int) {
+	t.Helper()
+	for _, i := range nodes {
+		if err := r.admin[i].ConfigSet(bg, "maxmemory", v).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.admin[i].ConfigSet(bg, "maxmemory-policy", "noeviction").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Defect 4: Lock after Close returns ErrClosed even while another goroutine
+// of the Client holds the key; waiters queued when Close is called return
+// too.
+func TestLockAfterCloseReturnsErrClosed(t *testing.T) {
+	m := newMinis(t, 5, nil)
+	c := m.client()
+	if _, err := c.Lock(bg, "k", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	queuedRes := lockInBackground(bg, c, "k")
+	queued(t, c, "k", 1)
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	err := within(t, scaled(time.Second), "Lock after Close", func() error {
+		_, err := c.Lock(bg, "k", time.Minute)
+		return err
+	})
+	if !errors.Is(err, ErrClosed) {
+		t.Fatalf("Lock after Close = %v, want ErrClosed", err)
+	}
+	err = within(t, scaled(time.Second), "a waiter queued at Close", func() error { return <-queuedRes })
+	if !errors.Is(err, ErrClosed) {
+		t.Fatalf("a waiter queued at Close = %v, want ErrClosed", err)
+	}
+	err = within(t, scaled(time.Second), "Do after Close", func() error {
+		return c.Do(bg, "k", time.Minute, func(context.Context) error { return nil })
+	})
+	if !errors.Is(err, ErrClosed) {
+		t.Fatalf("Do after Close = %v, want ErrClosed", err)
+	}
+}
+
+// A waiter backing off between attempts (another Client holds the key)
+// returns ErrClosed at Close, not at its next attempt.
+func TestCloseEndsALockWaitingOnItsBackoff(t *testing.T) {
+	m := newMinis(t, 5, nil)
+	holder := m.client()
+	if _, err := holder.TryLock(bg, "k", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	c := m.client(WithRetryDelay(time.Hour, time.Hour))
+	res := lockInBackground(bg, c, "k")
+	// The first attempt fails at once; then it waits on its hour-long backoff.
+	time.Sleep(scaled(100 * time.Millisecond)) // no signal exists for "is waiting"; a late start only makes the test pass for the wrong reason less often
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	err := within(t, scaled(time.Second), "Lock waiting on its backoff at Close", func() error { return <-res })
+	if !errors.Is(err, ErrClosed) {
+		t.Fatalf("Lock at Close = %v, want ErrClosed", err)
+	}
+}
+
+// Defect 5: no method panics on a nil or zero *Lock.
+func TestNilAndZeroLockNeverPanic(t *testing.T) {
+	for name, l := range map[string]*Lock{"nil": nil, "zero": {}} {
+		t.Run(name, func(t *testing.T) {
+			if l.Key() != "" || l.Token() != "" || !l.Until().IsZero() {
+				t.Fatalf("Key %q, Token %q, Until %v; want empty", l.Key(), l.Token(), l.Until())
+			}
+			select {
+			case <-l.Done():
+			default:
+				t.Fatal("Done is not closed")
+			}
+			if err := l.Extend(bg, time.Second); !errors.Is(err, ErrNotHeld) {
+				t.Fatalf("Extend: %v", err)
+			}
+			if err := l.Unlock(bg); !errors.Is(err, ErrNotHeld) {
+				t.Fatalf("Unlock: %v", err)
+			}
+		})
+	}
+}
+
+// Defect 6: a Client not made by New refuses every call and never returns
+// a lock (a zero Client has no nodes, and 0 votes of 0 made a "majority").
+func TestZeroClientRefusesEveryCall(t *testing.T) {
+	for name, c := range map[string]*Client{"nil": nil, "zero": {}} {
+		t.Run(name, func(t *testing.T) {
+			check := func(what string, err error) {
+				t.Helper()
+				if !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "New") {
+					t.Fatalf("%s = %v, want ErrInvalidArgument saying to use New", what, err)
+				}
+			}
+			l, err := c.TryLock(bg, "k", time.Second)
+			check("TryLock", err)
+			if l != nil {
+				t.Fatal("TryLock returned a lock")
+			}
+			l, err = c.Lock(bg, "k", time.Second)
+			check("Lock", err)
+			if l != nil {
+				t.Fatal("Lock returned a lock")
+			}
+			ran := false
+			check("Do", c.Do(bg, "k", time.Second, func(context.Context) error { ran = true; return nil }))
+			if ran {
+				t.Fatal("Do ran fn")
+			}
+			check("Close", c.Close())
+		})
+	}
+}
+
+// Concurrent Extend and Unlock on one Lock: whatever the order, the keys
+// are gone afterwards, Unlock reports nil (it was held), and Until is in
+// the past.
+func TestConcurrentExtendAndUnlock(t *testing.T) {
+	m := newMinis(t, 5, nil)
+	c := m.client()
+	for i := range 50 {
+		key := fmt.Sprintf("k%d", i)
+		l := mustLock(t, c, key, time.Minute)
+		var wg sync.WaitGroup
+		var unlockErr, extendErr error
+		wg.Add(2)
+		go func() { defer wg.Done(); extendErr = l.Extend(bg, 2*time.Minute) }()
+		go func() { defer wg.Done(); unlockErr = l.Unlock(bg) }()
+		wg.Wait()
+		settle(c)
+		if unlockErr != nil {
+			t.Fatalf("round %d: Unlock next to Extend = %v (Extend %v)", i, unlockErr, extendErr)
+		}
+		if extendErr != nil && !errors.Is(extendErr, ErrNotHeld) {
+			t.Fatalf("round %d: Extend next to Unlock = %v", i, extendErr)
+		}
+		if m.count(key, "") != 5 {
+			t.Fatalf("round %d: keys left: %q", i, m.values(key))
+		}
+		if l.Until().After(time.Now()) {
+			t.Fatalf("round %d: Until in the future after Unlock", i)
+		}
+	}
+}
