@@ -1,20 +1,41 @@
 package redlock
 
 import (
+	"context"
 	"fmt"
+	"maps"
 	"net"
 	"reflect"
+	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
+// identityTimeout bounds New's questions to the nodes about the servers
+// behind them. A node that has not answered by then is not checked: it may
+// be down, and a Client must start with a minority of its nodes down.
+const identityTimeout = time.Second
+
+// failoverAddr is the Options().Addr go-redis gives every client made by
+// NewFailoverClient, or by NewUniversalClient with a MasterName: a
+// placeholder that names no server. go-redis keeps the master name and the
+// sentinel addresses out of reach of such a *redis.Client.
+const failoverAddr = "FailoverClient"
+
 // newNodes checks the clients given to New and wraps them.
 //
 // Two entries for one master would count one server's vote twice and break
-// the majority arithmetic silently, so duplicates are an error. They are found
-// by address where the client exposes one (a *redis.Client), and by identity
-// otherwise.
+// the majority arithmetic silently, so duplicates are an error. They are
+// found in two steps. First, without the network: one client value given
+// twice, one address given to two clients (plain clients, cluster seeds,
+// ring shards). Then every node is asked, in parallel and within
+// identityTimeout, for the run_id of each master behind it, which catches
+// the same server behind two kinds of client (a failover client and a plain
+// one, two cluster clients of one cluster). A node that cannot be asked in
+// time is not checked.
 func newNodes(clients []redis.UniversalClient) ([]*node, error) {
 	if len(clients) == 0 {
 		return nil, fmt.Errorf("%w: no nodes", ErrInvalidArgument)
@@ -25,19 +46,36 @@ func newNodes(clients []redis.UniversalClient) ([]*node, error) {
 		if isNil(c) {
 			return nil, fmt.Errorf("%w: node %d is nil", ErrInvalidArgument, i)
 		}
-		addr, identity := nodeIdentity(c)
-		if identity != nil {
-			if j, dup := seen[identity]; dup {
-				return nil, fmt.Errorf("%w: nodes %d and %d are the same server %s", ErrInvalidArgument, j, i, addr)
+		name, marks := describe(i, c)
+		nodes[i] = &node{index: i, addr: name, client: c}
+		for _, m := range marks {
+			if j, dup := seen[m.key]; dup && j != i {
+				return nil, sameServer(nodes[j], nodes[i], m.server)
 			}
-			seen[identity] = i
+			seen[m.key] = i
 		}
-		if addr == "" {
-			addr = fmt.Sprintf("node[%d]", i)
+	}
+	ids := askServers(nodes)
+	owner := make(map[string]int)
+	for i, n := range nodes {
+		if isFailover(n.client) && len(ids[i]) == 1 && ids[i][0].addr != "" {
+			// The best name there is for a master found through a
+			// sentinel, though a failover may move it.
+			n.addr = fmt.Sprintf("%s (%s when New ran)", n.addr, ids[i][0].addr)
 		}
-		nodes[i] = &node{index: i, addr: addr, client: c}
+		for _, id := range ids[i] {
+			if j, dup := owner[id.runID]; dup && j != i {
+				return nil, sameServer(nodes[j], n, id.String())
+			}
+			owner[id.runID] = i
+		}
 	}
 	return nodes, nil
+}
+
+func sameServer(a, b *node, server string) error {
+	return fmt.Errorf("%w: nodes %d and %d are the same server (%s): %s and %s",
+		ErrInvalidArgument, a.index, b.index, server, a.addr, b.addr)
 }
 
 // isNil reports whether c is nil or a typed nil pointer, which would panic on
@@ -54,22 +92,58 @@ func isNil(c redis.UniversalClient) bool {
 	return false
 }
 
-// nodeIdentity returns the client's address, if it exposes one, and a
-// comparable value that is equal for two clients of the same server (nil when
-// there is none: a client type that is not comparable cannot be checked).
-func nodeIdentity(c redis.UniversalClient) (addr string, identity any) {
-	if rc, ok := c.(*redis.Client); ok {
-		o := rc.Options()
-		addr = o.Addr
-		if o.Network == "unix" {
-			return addr, "unix:" + addr
+// isFailover reports whether c finds its master through Redis Sentinel.
+func isFailover(c redis.UniversalClient) bool {
+	rc, ok := c.(*redis.Client)
+	return ok && rc.Options().Addr == failoverAddr
+}
+
+// A mark is something two clients of one server can share without the
+// network.
+type mark struct {
+	key    any    // comparable; equal for two clients of one server
+	server string // that server, for the message
+}
+
+// describe returns the name node i goes by in messages, and its marks.
+func describe(i int, c redis.UniversalClient) (name string, marks []mark) {
+	switch c := c.(type) {
+	case *redis.Client:
+		o := c.Options()
+		switch {
+		case o.Addr == failoverAddr:
+			return fmt.Sprintf("sentinel master node[%d]", i), []mark{{c, "one client given twice"}}
+		case o.Network == "unix":
+			return o.Addr, []mark{{"unix:" + o.Addr, o.Addr}}
+		default:
+			return o.Addr, addrMarks(o.Addr)
 		}
-		return addr, "tcp:" + canonicalAddr(addr)
+	case *redis.ClusterClient:
+		seeds := c.Options().Addrs
+		marks = append(addrMarks(seeds...), mark{c, "one client given twice"})
+		if len(seeds) == 0 { // its slots come from ClusterSlots
+			return fmt.Sprintf("cluster node[%d]", i), marks
+		}
+		return "cluster " + strings.Join(seeds, ","), marks
+	case *redis.Ring:
+		shards := slices.Sorted(maps.Values(c.Options().Addrs))
+		return "ring " + strings.Join(shards, ","), append(addrMarks(shards...), mark{c, "one client given twice"})
 	}
+	name = fmt.Sprintf("node[%d]", i)
 	if reflect.TypeOf(c).Comparable() {
-		return "", c
+		return name, []mark{{c, "one client given twice"}}
 	}
-	return "", nil
+	return name, nil // cannot be told apart without the network
+}
+
+// addrMarks marks each TCP address, in the spelling canonicalAddr gives it.
+func addrMarks(addrs ...string) []mark {
+	marks := make([]mark, len(addrs))
+	for i, a := range addrs {
+		a = canonicalAddr(a)
+		marks[i] = mark{"tcp:" + a, a}
+	}
+	return marks
 }
 
 // canonicalAddr folds the common spellings of one loopback address together,
@@ -85,4 +159,105 @@ func canonicalAddr(addr string) string {
 		host = "127.0.0.1"
 	}
 	return net.JoinHostPort(host, port)
+}
+
+// A serverID is one server a node said is behind it.
+type serverID struct {
+	runID string // INFO server's run_id: a fresh random value each time a server starts
+	addr  string // where it was reached; "" when unknown
+}
+
+func (id serverID) String() string {
+	if id.addr == "" {
+		return "run_id " + id.runID
+	}
+	return id.addr + ", run_id " + id.runID
+}
+
+// askServers asks every node, in parallel, for the servers behind it, and
+// returns what came back within identityTimeout: nothing for a node that
+// could not answer in time. It does not wait for the late ones: their
+// requests end with the cancelled context, or at the go-redis client's own
+// timeouts where it does not watch the context.
+func askServers(nodes []*node) [][]serverID {
+	ctx, cancel := context.WithTimeout(context.Background(), identityTimeout)
+	defer cancel()
+	type answer struct {
+		i   int
+		ids []serverID
+	}
+	answers := make(chan answer, len(nodes))
+	for i, n := range nodes {
+		go func() { answers <- answer{i, serversBehind(ctx, n.client)} }()
+	}
+	ids := make([][]serverID, len(nodes))
+	for range nodes {
+		select {
+		case a := <-answers:
+			ids[a.i] = a.ids
+		case <-ctx.Done():
+			return ids
+		}
+	}
+	return ids
+}
+
+// serversBehind returns the masters behind c that answered INFO: every
+// master of a cluster, every shard of a ring, else the one server. An error
+// leaves a server out: a node without INFO rights, or a server that does
+// not implement INFO server, is not checked.
+func serversBehind(ctx context.Context, c redis.UniversalClient) []serverID {
+	switch c := c.(type) {
+	case *redis.ClusterClient:
+		return eachServer(ctx, c.ForEachMaster)
+	case *redis.Ring:
+		return eachServer(ctx, c.ForEachShard)
+	case *redis.Client:
+		id := serverID{runID: runID(ctx, c), addr: c.Options().Addr}
+		if id.addr == failoverAddr {
+			// Where the sentinel sent us, as the master saw it.
+			id.addr = ""
+			if ci, err := c.ClientInfo(ctx).Result(); err == nil {
+				id.addr = ci.LAddr
+			}
+		}
+		if id.runID == "" {
+			return nil
+		}
+		return []serverID{id}
+	}
+	if id := runID(ctx, c); id != "" {
+		return []serverID{{runID: id}}
+	}
+	return nil
+}
+
+// eachServer collects the servers forEach visits (ForEachMaster,
+// ForEachShard), keeping those that answered when others did not.
+func eachServer(ctx context.Context, forEach func(context.Context, func(context.Context, *redis.Client) error) error) []serverID {
+	var mu sync.Mutex
+	var ids []serverID
+	_ = forEach(ctx, func(ctx context.Context, c *redis.Client) error {
+		if id := runID(ctx, c); id != "" {
+			mu.Lock()
+			ids = append(ids, serverID{runID: id, addr: c.Options().Addr})
+			mu.Unlock()
+		}
+		return nil
+	})
+	return ids
+}
+
+// runID returns the run_id in c's INFO server, or "" when it has none.
+func runID(ctx context.Context, c redis.Cmdable) string {
+	info, err := c.Info(ctx, "server").Result()
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if id, ok := strings.CutPrefix(strings.TrimSpace(line), "run_id:"); ok {
+			return id
+		}
+	}
+	return ""
 }

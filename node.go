@@ -4,6 +4,7 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -32,7 +33,27 @@ type node struct {
 	index  int
 	addr   string // for messages; "node[i]" when the client does not expose one
 	client redis.UniversalClient
+
+	// When the master last refused a notice (a Redis 7 ACL user without
+	// channel rights), in Unix nanoseconds: notices to it stay off for
+	// noticeRetry after that, so the refusal costs one script per master,
+	// not one per call, and rights granted later are found again.
+	noticesRefused atomic.Int64
 }
+
+// noticeRetry is how long a master that refused a notice is sent none.
+const noticeRetry = time.Minute
+
+// notice returns announce, or no notice while n refuses them.
+func (n *node) notice(announce notice) notice {
+	if at := n.noticesRefused.Load(); at != 0 && time.Since(time.Unix(0, at)) < noticeRetry {
+		return notice{}
+	}
+	return announce
+}
+
+// refusedNotice records that n refused a notice.
+func (n *node) refusedNotice() { n.noticesRefused.Store(time.Now().UnixNano()) }
 
 // A notice is a message the scripts publish when they change the key; the
 // zero notice publishes nothing.
@@ -41,16 +62,29 @@ type notice struct{ channel, message string }
 // acquire runs the acquire script: true when the key now holds token. When
 // the key is set, the node publishes announce.
 func (n *node) acquire(ctx context.Context, key, token string, ttl time.Duration, announce notice) (bool, error) {
-	return n.run(ctx, acquireScript, key, token, ttl.Milliseconds(), announce.channel, announce.message)
+	announce = n.notice(announce)
+	v, err := acquireScript.Run(ctx, n.client, []string{key}, token, ttl.Milliseconds(), announce.channel, announce.message).Int64()
+	if err != nil {
+		return false, err
+	}
+	if v == 3 {
+		n.refusedNotice()
+	}
+	return v == 1 || v == 3, nil
 }
 
 // release deletes the key if it holds token: true when it did. When it
 // does, the node publishes announce; receivers is how many subscribers
 // heard it.
 func (n *node) release(ctx context.Context, key, token string, announce notice) (deleted bool, receivers int64, err error) {
+	announce = n.notice(announce)
 	v, err := releaseScript.Run(ctx, n.client, []string{key}, token, announce.channel, announce.message).Int64()
 	if err != nil {
 		return false, 0, err
+	}
+	if v < 0 {
+		n.refusedNotice()
+		return true, 0, nil
 	}
 	return v > 0, max(v-1, 0), nil
 }
@@ -66,6 +100,7 @@ const (
 // publishing announce; it returns the script's state and how many
 // subscribers heard the notice.
 func (n *node) handOff(ctx context.Context, key, oldToken, newToken string, ttl time.Duration, announce notice) (state, receivers int64, err error) {
+	announce = n.notice(announce)
 	v, err := handoffScript.Run(ctx, n.client, []string{key}, oldToken, newToken, ttl.Milliseconds(), announce.channel, announce.message).Int64Slice()
 	if err != nil {
 		return 0, 0, err
@@ -73,16 +108,17 @@ func (n *node) handOff(ctx context.Context, key, oldToken, newToken string, ttl 
 	if len(v) != 2 {
 		return 0, 0, fmt.Errorf("redlock: hand-off script returned %v", v)
 	}
+	if v[1] < 0 {
+		n.refusedNotice()
+		return v[0], 0, nil
+	}
 	return v[0], v[1], nil
 }
 
-// extend sets the key's expiry to ttl if it holds token: true when it did.
+// extend makes the key live at least ttl more if it holds token, never
+// shortening it: true when it holds token.
 func (n *node) extend(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
-	return n.run(ctx, extendScript, key, token, ttl.Milliseconds())
-}
-
-func (n *node) run(ctx context.Context, s *redis.Script, key string, args ...any) (bool, error) {
-	v, err := s.Run(ctx, n.client, []string{key}, args...).Int64()
+	v, err := extendScript.Run(ctx, n.client, []string{key}, token, ttl.Milliseconds()).Int64()
 	if err != nil {
 		return false, err
 	}

@@ -105,9 +105,10 @@ type Client struct {
 	quorum int
 	cfg    config
 
-	mu     sync.RWMutex // guards closed against bg.Add after bg.Wait
-	closed bool
-	bg     sync.WaitGroup // goroutines still talking to nodes
+	mu      sync.RWMutex // guards closed against bg.Add after bg.Wait
+	closed  bool
+	closing chan struct{}  // closed by Close: waiting Lock calls return
+	bg      sync.WaitGroup // goroutines still talking to nodes
 
 	id       string       // tells this Client's notices from others'
 	turns    turns        // per-key FIFO of this Client's waiters
@@ -137,8 +138,10 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 			retryMax:    DefaultRetryMax,
 			linger:      subscriptionLinger,
 		},
-		id: uuid.NewString(),
+		id:      uuid.NewString(),
+		closing: make(chan struct{}),
 	}
+	c.turns.closing = c.closing
 	for i, o := range opts {
 		if o == nil {
 			return nil, fmt.Errorf("%w: option %d is nil", ErrInvalidArgument, i)
@@ -153,12 +156,19 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 
 // Close waits until no goroutine of the Client is talking to a node any more
 // (late replies and their clean-up), then returns nil. Operations started
-// after Close return ErrClosed. Close does not release held locks and does
-// not close the node clients. It may wait as long as the go-redis clients'
-// own timeouts when a node is hung.
+// after Close return ErrClosed, and so do Lock and Do calls still waiting
+// for a lock. Close does not release held locks and does not close the node
+// clients. It may wait as long as the go-redis clients' own timeouts when a
+// node is hung. Closing a Client twice is harmless.
 func (c *Client) Close() error {
+	if err := c.usable(); err != nil {
+		return err
+	}
 	c.mu.Lock()
-	c.closed = true
+	if !c.closed {
+		c.closed = true
+		close(c.closing)
+	}
 	c.mu.Unlock()
 	c.wk.close()
 	c.bg.Wait()
@@ -180,6 +190,9 @@ func (c *Client) Close() error {
 // late reply arrives). If ctx ended, the error also matches ctx.Err(). Bad
 // input returns an error matching ErrInvalidArgument.
 func (c *Client) TryLock(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
+	if err := c.usable(); err != nil {
+		return nil, err
+	}
 	ttl, err := c.checkLock(ctx, key, ttl)
 	if err != nil {
 		return nil, err
@@ -219,11 +232,18 @@ func (c *Client) TryLock(ctx context.Context, key string, ttl time.Duration) (*L
 // there was no other), which tells why the lock could not be had; if ctx
 // ended before the call made any attempt (it was waiting behind others), the
 // error says so instead. Bad input returns an error matching
-// ErrInvalidArgument without any attempt.
+// ErrInvalidArgument without any attempt. After Close, and when Close is
+// called while it waits, Lock returns an error matching ErrClosed.
 func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
+	if err := c.usable(); err != nil {
+		return nil, err
+	}
 	ttl, err := c.checkLock(ctx, key, ttl)
 	if err != nil {
 		return nil, err
+	}
+	if c.isClosed() {
+		return nil, ErrClosed
 	}
 	pass := func() {}
 	if !c.cfg.noQueue {
@@ -330,6 +350,8 @@ func (c *Client) wait(ctx context.Context, key string, ttl time.Duration) (*Lock
 				}
 			case <-ctx.Done():
 				return nil, waitFailed(ctx, key, last)
+			case <-c.closing:
+				return nil, fmt.Errorf("%w: %q: %w while waiting", ErrNotObtained, key, ErrClosed)
 			}
 
 		case jitterFirst: // the contention delay after a release
@@ -345,6 +367,8 @@ func (c *Client) wait(ctx context.Context, key string, ttl time.Duration) (*Lock
 				}
 			case <-ctx.Done():
 				return nil, waitFailed(ctx, key, last)
+			case <-c.closing:
+				return nil, fmt.Errorf("%w: %q: %w while waiting", ErrNotObtained, key, ErrClosed)
 			}
 		}
 	}
@@ -414,6 +438,28 @@ func (c *Client) deadline(start time.Time, ttl time.Duration) time.Time {
 		return end
 	}
 	return d
+}
+
+// errNotNew is every call's error on a Client that New did not make: a zero
+// Client has no nodes, and a majority of none would grant every lock.
+var errNotNew = fmt.Errorf("%w: Client not made by New (use redlock.New)", ErrInvalidArgument)
+
+// usable reports errNotNew for a nil or zero Client.
+func (c *Client) usable() error {
+	if c == nil || len(c.nodes) == 0 || c.quorum < 1 || c.closing == nil {
+		return errNotNew
+	}
+	return nil
+}
+
+// isClosed reports whether Close was called.
+func (c *Client) isClosed() bool {
+	select {
+	case <-c.closing:
+		return true
+	default:
+		return false
+	}
 }
 
 // enter registers an operation; it fails once the Client is closed.
@@ -503,7 +549,8 @@ func (c *Client) releaseNode(n *node, key, token string, ttl time.Duration) {
 }
 
 // A Lock is a lock obtained by TryLock or Lock. It is safe for concurrent
-// use. Its methods do not panic on a nil *Lock; they report ErrNotHeld.
+// use. Its methods do not panic on a nil or zero *Lock: Extend and Unlock
+// report ErrNotHeld, Done is closed, and Key, Token and Until are empty.
 type Lock struct {
 	c     *Client
 	key   string
@@ -525,7 +572,7 @@ type Lock struct {
 // Extend found it lost, or Unlock was called. Select on it next to the work
 // the lock protects. For a nil *Lock it returns a closed channel.
 func (l *Lock) Done() <-chan struct{} {
-	if l == nil {
+	if l == nil || l.done == nil {
 		return closedChan
 	}
 	return l.done
@@ -586,18 +633,33 @@ func (l *Lock) passTurnAtEnd(pass func()) {
 	l.mu.Unlock()
 }
 
-// Key returns the locked key.
-func (l *Lock) Key() string { return l.key }
+// Key returns the locked key; "" for a nil *Lock.
+func (l *Lock) Key() string {
+	if l == nil {
+		return ""
+	}
+	return l.key
+}
 
-// Token returns the random token that identifies this holder on the nodes.
-func (l *Lock) Token() string { return l.token }
+// Token returns the random token that identifies this holder on the nodes;
+// "" for a nil *Lock.
+func (l *Lock) Token() string {
+	if l == nil {
+		return ""
+	}
+	return l.token
+}
 
 // Until returns the end of the lock's validity on the local monotonic clock:
 // until then, no other client can hold the lock as long as the nodes' clocks
 // run at a rate within the drift factor of this one's. Compare it with
 // time.Now(), not with a wall-clock time from elsewhere. After Unlock, or
-// once the lock was found lost, Until is in the past.
+// once the lock was found lost, Until is in the past. For a nil *Lock it is
+// the zero time.
 func (l *Lock) Until() time.Time {
+	if l == nil {
+		return time.Time{}
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.until
@@ -617,8 +679,8 @@ func (l *Lock) Until() time.Time {
 // be held until then. Failures carry a *QuorumError. Bad input returns an
 // error matching ErrInvalidArgument.
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
-	if l == nil {
-		return ErrNotHeld
+	if l == nil || l.c == nil {
+		return fmt.Errorf("%w: no lock", ErrNotHeld)
 	}
 	if ctx == nil {
 		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
@@ -709,8 +771,8 @@ func (l *Lock) heldUntil() (time.Time, error) {
 // abandoned request does not leave its lock behind until the TTL; Unlock
 // waits for them at most the node deadline.
 func (l *Lock) Unlock(ctx context.Context) error {
-	if l == nil {
-		return ErrNotHeld
+	if l == nil || l.c == nil {
+		return fmt.Errorf("%w: no lock", ErrNotHeld)
 	}
 	if ctx == nil {
 		return fmt.Errorf("%w: nil context", ErrInvalidArgument)

@@ -26,6 +26,8 @@ import (
 
 // turns is the per-key FIFO of local waiters.
 type turns struct {
+	closing <-chan struct{} // the Client's: waiters return ErrClosed
+
 	mu sync.Mutex
 	q  map[string]*turnQueue
 }
@@ -44,7 +46,7 @@ type turnWaiter struct {
 
 // take waits for key's turn in FIFO order and returns the function that
 // passes it on (safe to call more than once), with the lock if the previous
-// holder handed it over; or ctx's error.
+// holder handed it over; or ctx's error, or ErrClosed.
 func (t *turns) take(ctx context.Context, key string, ttl time.Duration) (func(), *Lock, error) {
 	t.mu.Lock()
 	if t.q == nil {
@@ -60,17 +62,21 @@ func (t *turns) take(ctx context.Context, key string, ttl time.Duration) (func()
 	q.waiters = append(q.waiters, me)
 	t.mu.Unlock()
 
+	var quit error
 	select {
 	case l := <-me.served:
 		return t.passer(key), l, nil
 	case <-ctx.Done():
+		quit = ctx.Err()
+	case <-t.closing:
+		quit = ErrClosed
 	}
 	t.mu.Lock()
 	for i, w := range q.waiters {
 		if w == me {
 			q.waiters = append(q.waiters[:i], q.waiters[i+1:]...)
 			t.mu.Unlock()
-			return nil, nil, ctx.Err()
+			return nil, nil, quit
 		}
 	}
 	t.mu.Unlock()
@@ -81,7 +87,7 @@ func (t *turns) take(ctx context.Context, key string, ttl time.Duration) (func()
 	} else {
 		t.passer(key)()
 	}
-	return nil, nil, ctx.Err()
+	return nil, nil, quit
 }
 
 // claim removes key's first waiter from the queue, to be served by the

@@ -2,15 +2,22 @@
 -- is taken and ARGV[3] names a channel, publish ARGV[4] there, so that
 -- other clients' waiters stand down instead of sending attempts that must
 -- fail. Returns 1 when the key now holds our token, 0 when another token
--- holds it.
+-- holds it, and 3 when it took the key but the server refused the notice.
 --
 -- SET NX PX sets the value and its expiry in one step (pitfall 1: SETNX then
 -- EXPIRE). The second branch makes a re-send idempotent: when the driver
 -- re-sends this script after a lost reply, the first send may already have
 -- set our token, and that must count as success, not as "taken".
+--
+-- The notice goes through pcall: a Redis 7 ACL user without channel rights
+-- gets an error from PUBLISH after the SET ran, and a script is not rolled
+-- back, so an error there would leave a key its caller counts as failed.
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   if ARGV[3] ~= '' then
-    redis.call('PUBLISH', ARGV[3], ARGV[4])
+    local r = redis.pcall('PUBLISH', ARGV[3], ARGV[4])
+    if type(r) == 'table' and r.err then
+      return 3
+    end
   end
   return 1
 end

@@ -4,7 +4,7 @@
 -- Returns {state, receivers}: state 2 when ARGV[1]'s key was replaced, 1
 -- when the key was free and is now ARGV[2]'s (or already was: a re-send),
 -- 0 when another token holds it; receivers is how many subscribers heard
--- the notice.
+-- the notice, or -1 when the server refused it (no channel rights).
 --
 -- Check and set run as one script, so the key is never free in between for
 -- another client to take (this is how a Client passes a lock to its own next
@@ -20,7 +20,10 @@ end
 redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
 local receivers = 0
 if ARGV[4] ~= '' then
-  receivers = redis.call('PUBLISH', ARGV[4], ARGV[5])
+  receivers = redis.pcall('PUBLISH', ARGV[4], ARGV[5])
+  if type(receivers) == 'table' and receivers.err then
+    receivers = -1
+  end
 end
 if cur == false then
   return {1, receivers}

@@ -3,8 +3,9 @@
 -- so that waiters subscribed to it try again at once instead of at their
 -- next backoff. Clean-up after failed attempts stays silent: announcing it
 -- would wake every waiter into another split vote.
--- Returns 0 when the key was absent or another's, and when our key was
--- deleted 1 plus the number of subscribers that heard the notice.
+-- Returns 0 when the key was absent or another's; when our key was deleted,
+-- 1 plus the number of subscribers that heard the notice, or -1 when the
+-- server refused the notice (an ACL user without channel rights).
 --
 -- Check and delete run as one script, so no other client's SET can land
 -- between them (pitfall 6), and a token that is not ours is never deleted
@@ -12,7 +13,11 @@
 if redis.pcall('GET', KEYS[1]) == ARGV[1] then
   redis.call('DEL', KEYS[1])
   if ARGV[2] ~= '' then
-    return 1 + redis.call('PUBLISH', ARGV[2], ARGV[3])
+    local r = redis.pcall('PUBLISH', ARGV[2], ARGV[3])
+    if type(r) == 'table' and r.err then
+      return -1
+    end
+    return 1 + r
   end
   return 1
 end

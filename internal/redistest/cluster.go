@@ -1,0 +1,100 @@
+package redistest
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// A Cluster is a Redis Cluster of masters only (no replicas), each owning an
+// equal share of the 16384 slots.
+type Cluster struct {
+	Masters []*Server
+	t       testing.TB
+}
+
+// StartCluster starts n masters with cluster mode on, gives each its slots,
+// joins them, and returns once every master sees a healthy cluster of n.
+func StartCluster(t testing.TB, n int) *Cluster {
+	t.Helper()
+	c := &Cluster{t: t}
+	buses := make([]string, n)
+	for i := range n {
+		// The bus port defaults to port+10000, which may be taken or out
+		// of range for a free port picked at random.
+		bus, err := freePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		buses[i] = strconv.Itoa(bus)
+		c.Masters = append(c.Masters, Start(t, "--cluster-enabled", "yes",
+			"--cluster-config-file", "nodes.conf", "--cluster-port", buses[i]))
+	}
+	admins := make([]*redis.Client, n)
+	for i, s := range c.Masters {
+		admins[i] = s.Client(&redis.Options{MaxRetries: -1})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	const slots = 16384
+	for i, a := range admins {
+		first, last := i*slots/n, (i+1)*slots/n-1
+		if err := a.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", first, last).Err(); err != nil {
+			t.Fatalf("redistest: CLUSTER ADDSLOTSRANGE on %s: %v", c.Masters[i].Addr, err)
+		}
+	}
+	host, port, _ := strings.Cut(c.Masters[0].Addr, ":")
+	for i, a := range admins[1:] {
+		if err := a.Do(ctx, "CLUSTER", "MEET", host, port, buses[0]).Err(); err != nil {
+			t.Fatalf("redistest: CLUSTER MEET on %s: %v", c.Masters[i+1].Addr, err)
+		}
+	}
+	for i, a := range admins {
+		if err := awaitClusterOK(ctx, a, n); err != nil {
+			t.Fatalf("redistest: cluster master %s: %v", c.Masters[i].Addr, err)
+		}
+	}
+	return c
+}
+
+// awaitClusterOK polls a until it reports cluster_state:ok with n known
+// nodes; the gossip that gets it there sends no signal to wait on.
+func awaitClusterOK(ctx context.Context, a *redis.Client, n int) error {
+	want := fmt.Sprintf("cluster_known_nodes:%d", n)
+	for {
+		info, err := a.ClusterInfo(ctx).Result()
+		if err == nil && strings.Contains(info, "cluster_state:ok") && strings.Contains(info, want) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("not ok and %s: %q, %v", want, info, err)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// Addrs returns the masters' addresses.
+func (c *Cluster) Addrs() []string {
+	addrs := make([]string, len(c.Masters))
+	for i, s := range c.Masters {
+		addrs[i] = s.Addr
+	}
+	return addrs
+}
+
+// Client returns a go-redis cluster client seeded with the given addresses
+// (all masters' when none are given). It is closed when the test ends.
+func (c *Cluster) Client(seeds ...string) *redis.ClusterClient {
+	if len(seeds) == 0 {
+		seeds = c.Addrs()
+	}
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: seeds})
+	c.t.Cleanup(func() { _ = cc.Close() })
+	return cc
+}
