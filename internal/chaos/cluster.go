@@ -55,7 +55,9 @@ type Node struct {
 	clockFile string // libfaketime's timestamp file; "" when the clock is real
 	mu        sync.Mutex
 	toxics    []string
-	aof       bool // running with appendfsync always since the last restart
+	aof       bool            // running with appendfsync always since the last restart
+	oom       bool            // OutOfMemory is in force
+	revoked   map[string]bool // users whose channel rights RevokeChannels removed
 }
 
 // Options configure a Cluster.
@@ -63,6 +65,11 @@ type Options struct {
 	// ClockNode is the index of the node whose clock JumpClock may move
 	// (started under libfaketime when it is installed); -1 for none.
 	ClockNode int
+	// Users are ACL users every node starts with and keeps across
+	// restarts, each a redis.conf user rule without the word "user", such
+	// as "app on >secret ~* +@all &*". The default user stays as it is,
+	// and Admin connects as it.
+	Users []string
 }
 
 // Start starts n masters, each behind its own proxy. Everything stops when
@@ -71,6 +78,10 @@ func Start(t testing.TB, n int, opt Options) *Cluster {
 	t.Helper()
 	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
 	c := &Cluster{t: t}
+	var users []string // as redis-server arguments; restarts keep them
+	for _, u := range opt.Users {
+		users = append(append(users, "--user"), strings.Fields(u)...)
+	}
 	for i := 0; i < n; i++ {
 		node := &Node{Index: i}
 		var env []string
@@ -86,8 +97,10 @@ func Start(t testing.TB, n int, opt Options) *Cluster {
 				"FAKETIME_DONT_FAKE_MONOTONIC=1",
 			}
 		}
-		node.Server = redistest.StartEnv(t, env)
-		node.Admin = node.Server.Client(&redis.Options{MaxRetries: -1})
+		node.Server = redistest.StartEnv(t, env, users...)
+		// ContextTimeoutEnabled: a read of a SIGSTOPped node ends with its
+		// ctx instead of go-redis's 3 s read timeout.
+		node.Admin = node.Server.Client(&redis.Options{MaxRetries: -1, ContextTimeoutEnabled: true})
 		node.Proxy = toxiproxy.NewProxy(srv, fmt.Sprintf("redis%d", i), "127.0.0.1:0", node.Server.Addr)
 		if err := node.Proxy.Start(); err != nil {
 			t.Fatalf("chaos: proxy for node %d: %v", i, err)
@@ -131,11 +144,13 @@ func (c *Cluster) Clients(opt *redis.Options) []redis.UniversalClient {
 	return cs
 }
 
-// Heal removes every network fault and resumes every paused node.
+// Heal removes every network fault, resumes every paused node, and undoes
+// OutOfMemory and RevokeChannels.
 func (c *Cluster) Heal() {
 	for _, n := range c.Nodes {
 		n.Heal()
 		n.Server.Resume()
+		n.restoreConfig()
 	}
 }
 
@@ -353,4 +368,133 @@ func (n *Node) setClock(offset string) {
 	if err := os.WriteFile(tmp, []byte(offset+"\n"), 0o600); err == nil {
 		_ = os.Rename(tmp, n.clockFile)
 	}
+}
+
+// OutOfMemory makes the node answer OOM to every command that may grow its
+// memory — SET, also inside a script, where it fails the script before it
+// wrote anything — while reads, DEL and PEXPIRE still work: a master at its
+// maxmemory with the noeviction policy. RestoreMemory, Cluster.Heal or a
+// restart undo it.
+func (n *Node) OutOfMemory() error {
+	ctx := context.Background()
+	if err := n.Admin.ConfigSet(ctx, "maxmemory-policy", "noeviction").Err(); err != nil {
+		return fmt.Errorf("chaos: node %d: %w", n.Index, err)
+	}
+	if err := n.Admin.ConfigSet(ctx, "maxmemory", "1").Err(); err != nil {
+		return fmt.Errorf("chaos: node %d: %w", n.Index, err)
+	}
+	n.mu.Lock()
+	n.oom = true
+	n.mu.Unlock()
+	return nil
+}
+
+// RestoreMemory lifts OutOfMemory's limit.
+func (n *Node) RestoreMemory() error {
+	n.mu.Lock()
+	n.oom = false
+	n.mu.Unlock()
+	if err := n.Admin.ConfigSet(context.Background(), "maxmemory", "0").Err(); err != nil {
+		return fmt.Errorf("chaos: node %d: %w", n.Index, err)
+	}
+	return nil
+}
+
+// RevokeChannels takes user's pub/sub channel rights away (ACL SETUSER
+// user resetchannels, what acl-pubsub-default gives a user made without
+// "&"): its PUBLISH and SUBSCRIBE answer NOPERM, also inside a script,
+// after the script's earlier writes ran, and Redis disconnects its
+// subscribed connections. GrantChannels, Cluster.Heal or a restart (for
+// a user of Options.Users) undo it.
+func (n *Node) RevokeChannels(user string) error {
+	if err := n.Admin.Do(context.Background(), "ACL", "SETUSER", user, "resetchannels").Err(); err != nil {
+		return fmt.Errorf("chaos: node %d: %w", n.Index, err)
+	}
+	n.mu.Lock()
+	if n.revoked == nil {
+		n.revoked = map[string]bool{}
+	}
+	n.revoked[user] = true
+	n.mu.Unlock()
+	return nil
+}
+
+// GrantChannels gives user the rights to every channel again.
+func (n *Node) GrantChannels(user string) error {
+	n.mu.Lock()
+	delete(n.revoked, user)
+	n.mu.Unlock()
+	if err := n.Admin.Do(context.Background(), "ACL", "SETUSER", user, "allchannels").Err(); err != nil {
+		return fmt.Errorf("chaos: node %d: %w", n.Index, err)
+	}
+	return nil
+}
+
+// restoreConfig undoes OutOfMemory and RevokeChannels. On a node that is
+// down the commands fail, and there is nothing to undo: it restarts with
+// its configuration.
+func (n *Node) restoreConfig() {
+	n.mu.Lock()
+	oom := n.oom
+	var users []string
+	for u := range n.revoked {
+		users = append(users, u)
+	}
+	n.mu.Unlock()
+	if oom {
+		_ = n.RestoreMemory()
+	}
+	for _, u := range users {
+		_ = n.GrantChannels(u)
+	}
+}
+
+// Lease reads key's value and remaining time to live on the node, in one
+// MULTI/EXEC straight to the server (no proxy, so no network fault), within
+// ctx. at is when the reply arrived: the key lives until at most at + ttl
+// (+1 ms for PTTL's rounding). A missing key reads as "" with a negative
+// ttl.
+func (n *Node) Lease(ctx context.Context, key string) (value string, ttl time.Duration, at time.Time, err error) {
+	var get *redis.StringCmd
+	var pttl *redis.DurationCmd
+	_, err = n.Admin.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		get = p.Get(ctx, key)
+		pttl = p.PTTL(ctx, key)
+		return nil
+	})
+	at = time.Now()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return "", 0, at, err
+	}
+	value, err = get.Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return "", 0, at, err
+	}
+	ttl, err = pttl.Result()
+	return value, ttl, at, err
+}
+
+// KeyTTLs returns, for every node, the remaining time to live of each key
+// that matches pattern (negative for a key without expiry, as PTTL says).
+func (c *Cluster) KeyTTLs(t testing.TB, pattern string) []map[string]time.Duration {
+	t.Helper()
+	ctx := context.Background()
+	out := make([]map[string]time.Duration, len(c.Nodes))
+	for i, n := range c.Nodes {
+		keys, err := n.Admin.Keys(ctx, pattern).Result()
+		if err != nil {
+			t.Fatalf("chaos: KEYS on node %d: %v", i, err)
+		}
+		out[i] = map[string]time.Duration{}
+		for _, k := range keys {
+			d, err := n.Admin.PTTL(ctx, k).Result()
+			if err != nil {
+				t.Fatalf("chaos: PTTL on node %d: %v", i, err)
+			}
+			if d != -2*time.Nanosecond { // expired since KEYS
+				out[i][k] = d
+			}
+		}
+	}
+	return out
 }
