@@ -561,6 +561,7 @@ type Lock struct {
 	ttl      time.Duration // of the last successful acquisition or extension
 	until    time.Time
 	released bool
+	givenUp  bool          // Extend found the lock lost and released its keys
 	done     chan struct{} // closed when the validity ends or Unlock is called
 	ended    bool          // done is closed
 	timer    *time.Timer   // runs expire at until
@@ -665,19 +666,26 @@ func (l *Lock) Until() time.Time {
 	return l.until
 }
 
-// Extend sets the remaining lifetime of the lock to ttl on every node that
-// still holds its token, in parallel (Redlock spec, step 6). It succeeds when
-// a majority extended before the current validity ended, and then moves Until
-// to the start of the extension + ttl − drift. An extension never re-creates
-// a key that expired.
+// Extend makes the lock live at least ttl from now on every node that still
+// holds its token, in parallel (Redlock spec, step 6). It never shortens the
+// keys: a ttl shorter than the validity left confirms that the lock is held
+// and leaves the keys as they are. It succeeds when a majority answered
+// before the current validity ended, and then moves Until to the start of
+// the extension + ttl − drift, if that is later. An extension never
+// re-creates a key that expired.
 //
-// Extend returns an error matching ErrNotHeld, and makes Until the past, when
-// the lock was released, its validity had ended, or so many nodes said our
-// token is gone that no majority holds it. It returns an error matching
-// ErrNotObtained when a majority could not be reached for other reasons
-// (timeouts, errors, ctx); Until is then unchanged, and the lock may still
-// be held until then. Failures carry a *QuorumError. Bad input returns an
-// error matching ErrInvalidArgument.
+// Extend returns an error matching ErrNotHeld, and makes Until the past,
+// when the lock was released, its validity had ended, or so many nodes said
+// our token is gone that no majority holds it; the lock is then given up,
+// and unless Unlock is already releasing it, Extend releases its keys in
+// the background. It returns an error matching ErrNotObtained when a
+// majority could not be reached for other reasons (timeouts, errors, ctx);
+// Until is then unchanged and remains true: the lock may still be held
+// until then, since no extension can have shortened it. Failures carry a
+// *QuorumError. Bad input returns an error matching ErrInvalidArgument.
+//
+// Extend is safe to call concurrently with itself and with Unlock: Until
+// only ever moves back when the lock ends.
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if l == nil || l.c == nil {
 		return fmt.Errorf("%w: no lock", ErrNotHeld)
@@ -713,20 +721,34 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 
 	l.mu.Lock()
 	switch {
-	case l.ended: // Unlock, a lost Extend or the validity end came first
+	case l.ended:
+		// Unlock, a lost Extend or the validity end came first. This round
+		// may have lengthened the keys all the same: unless Unlock is
+		// releasing them, give them up.
+		giveUp := !l.released && !l.givenUp
+		l.givenUp = true
 		l.mu.Unlock()
+		if giveUp {
+			l.abandon(ttl)
+		}
 		return r.error(ErrNotHeld)
 	case r.won() && r.decided.Before(l.until) && validity(ttl, r.elapsed(), c.cfg.driftFactor) > 0:
-		l.ttl, l.until = ttl, validUntil(start, ttl, c.cfg.driftFactor)
-		l.timer.Reset(time.Until(l.until))
+		// Every key of the majority now lives at least until start+ttl and
+		// was never shortened, so the later of the two ends holds.
+		if end := validUntil(start, ttl, c.cfg.driftFactor); end.After(l.until) {
+			l.ttl, l.until = ttl, end
+			l.timer.Reset(time.Until(end))
+		}
 		l.mu.Unlock()
 		return nil
 	case r.refused > len(c.nodes)-c.quorum || !r.decided.Before(l.until):
 		l.until = r.decided // lost: no majority holds our token
 		l.endLocked()
+		l.givenUp = true
 		pass := l.takePass()
 		l.mu.Unlock()
 		pass()
+		l.abandon(ttl)
 		return r.error(ErrNotHeld)
 	}
 	l.mu.Unlock()
@@ -758,14 +780,16 @@ func (l *Lock) heldUntil() (time.Time, error) {
 // that waiter, in one round; the waiter's Lock returns that new lock, whose
 // validity counts from the round's start like any acquisition's. The key is
 // never free in between. If the round does not reach a majority, Unlock
-// releases as above and the waiter makes attempts of its own.
+// rolls the new token back, deletes this lock's token wherever the hand-off
+// left it, and the waiter makes attempts of its own.
 //
 // Unlock returns nil when a majority deleted (or handed over) the key before
 // the validity ended. Otherwise it returns an error matching ErrNotHeld,
 // with a *QuorumError when nodes were asked: the lock had expired, been
 // taken over, or its nodes did not answer, so the critical section may have
-// overlapped another holder's. A second Unlock returns ErrNotHeld without
-// contacting the nodes.
+// overlapped another holder's. A second Unlock, or an Unlock after Extend
+// found the lock lost (and released its keys), returns ErrNotHeld without
+// contacting the nodes. Unlock is safe to call concurrently with Extend.
 //
 // The deletes are sent even if ctx is already cancelled, so that an
 // abandoned request does not leave its lock behind until the TTL; Unlock
@@ -784,24 +808,29 @@ func (l *Lock) Unlock(ctx context.Context) error {
 		return fmt.Errorf("%w: %q was already released", ErrNotHeld, l.key)
 	}
 	l.released = true
+	givenUp := l.givenUp
 	l.endLocked()
 	until, ttl := l.until, l.ttl
 	hasTurn := l.pass != nil
 	pass := l.takePass()
 	l.mu.Unlock()
+	if givenUp {
+		pass()
+		return fmt.Errorf("%w: %q was found lost by Extend, which released it", ErrNotHeld, l.key)
+	}
 	if err := c.enter(); err != nil {
 		pass()
 		return err
 	}
 	defer c.bg.Done()
-	replaced := 0 // nodes where a failed hand-off replaced our token
+	var failed *handOffCalls // a hand-off that ran first and lost
 	if hasTurn && c.mayHandOff(l.key, until) {
 		if next := c.turns.claim(l.key); next != nil {
-			var ok bool
-			var err error
-			if replaced, ok, err = l.handOff(ctx, next, until); ok {
+			ok, calls, err := l.handOff(ctx, next, until, ttl)
+			if ok {
 				return err
 			}
+			failed = calls
 			// The waiter gets the turn alone, after the deletes.
 			pass = func() { next.served <- nil }
 		}
@@ -816,6 +845,12 @@ func (l *Lock) Unlock(ctx context.Context) error {
 		func(ctx context.Context, n *node) (bool, error) {
 			h := l.holds[n.index]
 			err := h.await(ctx)
+			if failed != nil && err == nil {
+				if yes, err, settled := failed.outcome(ctx, n.index); settled {
+					h.abandon() // nothing of ours left to release here
+					return yes, err
+				}
+			}
 			if !h.abandon() {
 				// Refused, or the acquire call is still running and
 				// will release the node itself when it returns.
@@ -833,7 +868,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	}
 
 	l.endBy(r.decided)
-	if (r.won() || replaced >= c.quorum) && r.decided.Before(until) {
+	if r.won() && r.decided.Before(until) {
 		return nil
 	}
 	return r.error(ErrNotHeld)
@@ -856,44 +891,77 @@ func (c *Client) mayHandOff(key string, until time.Time) bool {
 	return !c.cfg.noHandOff && time.Now().Before(until) && !c.wk.othersSeen(key)
 }
 
-// handOff gives the lock to next, the Client's next local waiter, in one
-// round instead of a release round and an acquisition round: on every node
+// handOffCalls are a hand-off round's calls, one per node, for what comes
+// after the round: each call's hold records whether our token may still be
+// on its node (the script failed or did not answer), and replaced whether
+// the script replaced our token there.
+type handOffCalls struct {
+	holds    []*hold
+	replaced []bool // written before the node's hold finishes
+}
+
+// outcome tells Unlock, after a lost hand-off, what the hand-off did on
+// node i: settled is true when it answered, and then yes (it replaced our
+// token: nothing of ours is left there) or no (the key was free or
+// another's). When the call is still running at ctx's end, settled is true
+// with ctx's error, and the call releases our token itself if it fails.
+// When it failed, settled is false: our token may be there, and Unlock
+// releases it.
+func (hc *handOffCalls) outcome(ctx context.Context, i int) (yes bool, err error, settled bool) {
+	h := hc.holds[i]
+	switch err := h.await(ctx); {
+	case errors.Is(err, ErrNodeRefused): // answered without error
+		return hc.replaced[i], nil, true
+	case err != nil:
+		h.abandon()
+		return false, err, true
+	}
+	h.abandon()
+	return false, nil, false
+}
+
+// handOff gives the lock, valid until until for ttl, to next, the Client's
+// next local waiter, in one round instead of a release round and an acquisition round: on every node
 // the hand-off script replaces our token with a fresh one for next's TTL
 // (or takes the key if it is free), so the key is never free in between.
 // It succeeds when a majority of nodes replaced our token, which both
 // releases our lock and obtains the new one; the new lock's validity is
-// computed as for any acquisition, from the round's start. It returns
-// ok and Unlock's error; when the round failed, it rolls the new token back
-// and returns ok false and the number of nodes on which our token was
-// replaced, and Unlock releases as usual.
-func (l *Lock) handOff(ctx context.Context, next *turnWaiter, until time.Time) (replaced int, ok bool, err error) {
+// computed as for any acquisition, from the round's start.
+//
+// When it succeeds it returns ok and Unlock's error, and releases our token
+// on the nodes where the script failed (a master at maxmemory answers OOM),
+// where it may be left. When the round failed, it rolls the new token back
+// and returns the calls, from which Unlock's deletes learn what is left.
+func (l *Lock) handOff(ctx context.Context, next *turnWaiter, until time.Time, ttl time.Duration) (bool, *handOffCalls, error) {
 	c := l.c
 	nl, err := c.newLock(l.key, next.ttl)
 	if err != nil {
-		return 0, false, nil
+		return false, nil, nil
 	}
+	calls := &handOffCalls{holds: newHolds(len(c.nodes)), replaced: make([]bool, len(c.nodes))}
 	announce := c.announce(acquiredNotice, l.key, nl.token, 0)
 	own := c.wk.listening(l.key)
-	var heard, nreplaced atomic.Int64
+	var heard atomic.Int64
 	start := time.Now()
 	r := c.fanOut(context.WithoutCancel(ctx), "hand-off", l.key, c.deadline(start, nl.ttl), nil,
 		func(ctx context.Context, n *node) (bool, error) {
-			h := l.holds[n.index]
-			_ = h.await(ctx)
-			// A late reply to our own acquisition now releases our
-			// token itself, which is a no-op once it is replaced.
-			h.abandon()
+			// Our own SET first: a hand-off that overtook it would find
+			// the key free and leave our late SET behind.
+			_ = l.holds[n.index].await(ctx)
 			state, receivers, err := n.handOff(ctx, l.key, l.token, nl.token, nl.ttl, announce)
 			maxInto(&heard, receivers)
 			if nl.holds[n.index].finish(err == nil && state != handOffRefused, err) {
 				c.releaseNode(n, l.key, nl.token, nl.ttl)
 			}
+			calls.replaced[n.index] = err == nil && state == handOffReplaced
+			if calls.holds[n.index].finish(false, err) {
+				// Given up before it answered, and it failed: our
+				// token may be there.
+				c.releaseNode(n, l.key, l.token, ttl)
+			}
 			// Only a node that held our token votes yes: the lock
 			// passes as a whole from a majority of ours, or not at all.
-			if state == handOffReplaced {
-				nreplaced.Add(1)
-			}
-			return state == handOffReplaced, err
+			return err == nil && state == handOffReplaced, err
 		})
 	if heard.Load() > own {
 		c.wk.othersListen(l.key, false)
@@ -901,15 +969,26 @@ func (l *Lock) handOff(ctx context.Context, next *turnWaiter, until time.Time) (
 	l.endBy(r.decided)
 	if !nl.won(r) {
 		nl.abandon(nl.ttl)
-		return int(nreplaced.Load()), false, nil
+		return false, calls, nil
+	}
+	// Won: Unlock sends no deletes, so clean up here what the hand-off may
+	// have left of our token — where its script failed, now or when it
+	// answers, and where our own SET had not answered yet.
+	for i, n := range c.nodes {
+		if calls.holds[i].abandon() {
+			c.releaseNode(n, l.key, l.token, ttl)
+		}
+		if h := l.holds[i]; !h.finished() && h.abandon() {
+			c.releaseNode(n, l.key, l.token, ttl)
+		}
 	}
 	nl.passTurnAtEnd(c.turns.passer(l.key))
 	next.served <- nl
 	c.handOffs.Add(1)
 	if r.decided.Before(until) {
-		return 0, true, nil
+		return true, nil, nil
 	}
-	return 0, true, fmt.Errorf("%w: %q: handed to the next waiter after the validity ended", ErrNotHeld, l.key)
+	return true, nil, fmt.Errorf("%w: %q: handed to the next waiter after the validity ended", ErrNotHeld, l.key)
 }
 
 // maxInto raises a to v if v is larger.
