@@ -73,7 +73,10 @@ func awaitClusterOK(ctx context.Context, a *redis.Client, n int) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("not ok and %s: %q, %v", want, info, err)
+			if err != nil {
+				return fmt.Errorf("CLUSTER INFO: %w", err)
+			}
+			return fmt.Errorf("no cluster_state:ok with %s: %q", want, info)
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
