@@ -33,9 +33,10 @@ type config struct {
 	retryMin    time.Duration
 	retryMax    time.Duration
 
-	// Off only in tests and benchmarks that measure what they save.
+	// Off only in tests and benchmarks that measure what they save,
+	// except noWake.
 	noQueue   bool          // no per-key FIFO of local waiters
-	noWake    bool          // no pub/sub notices
+	noWake    bool          // no pub/sub notices (WithoutNotices)
 	noHandOff bool          // Unlock never passes a lock straight to a local waiter
 	linger    time.Duration // how long a key's subscription outlives its waiters
 }
@@ -92,6 +93,22 @@ func WithRetryDelay(min, max time.Duration) Option {
 	}
 }
 
+// WithoutNotices turns the pub/sub notices off: the scripts publish nothing
+// and the Client subscribes to nothing, so a waiting Lock learns of a
+// release only by its next attempt (see WithRetryDelay), and waiters of
+// different Clients are no longer ordered by seniority. Use it where the
+// masters' ACL grants no channel rights, or pub/sub is unwanted.
+//
+// Without it, a master that refuses a notice (a Redis 7 ACL user without
+// channel rights) is sent none for a while: locks keep working there, and
+// waiting falls back to the backoff for what that master would have told.
+func WithoutNotices() Option {
+	return func(c *config) error {
+		c.noWake = true
+		return nil
+	}
+}
+
 // A Client takes locks over a set of independent Redis masters with the
 // Redlock algorithm. A Client is safe for concurrent use.
 //
@@ -122,34 +139,46 @@ type Client struct {
 // not take ownership of the node clients; closing them is the caller's job.
 //
 // New returns an error matching ErrInvalidArgument when nodes is empty,
-// holds a nil client or the same server twice (recognised by address for
-// *redis.Client, by identity otherwise), or an option is out of range.
+// holds a nil client or the same server twice, or an option is out of
+// range. The same server is recognised in two steps. First without the
+// network: one client given twice, or one address given to two clients
+// (plain clients, cluster seeds, ring shards; "localhost:p" and ":p" count
+// as "127.0.0.1:p", other names are not resolved). Then New asks every node,
+// in parallel and for at most one second in all, for the run_id of each
+// master behind it: the master its sentinel names for a failover client,
+// every master of a *redis.ClusterClient, every shard of a *redis.Ring. Two
+// nodes that share one are refused. A node that cannot answer in that time
+// (down, hung, an ACL user without INFO, a server without INFO server) is
+// not checked: it neither makes New fail nor keeps it past the second, and
+// its request ends in the background within the go-redis client's own
+// timeouts. A replica of another node's master is not recognised.
 func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
-	ns, err := newNodes(nodes)
-	if err != nil {
-		return nil, err
+	cfg := config{
+		driftFactor: DefaultDriftFactor,
+		retryMin:    DefaultRetryMin,
+		retryMax:    DefaultRetryMax,
+		linger:      subscriptionLinger,
 	}
-	c := &Client{
-		nodes:  ns,
-		quorum: quorum(len(ns)),
-		cfg: config{
-			driftFactor: DefaultDriftFactor,
-			retryMin:    DefaultRetryMin,
-			retryMax:    DefaultRetryMax,
-			linger:      subscriptionLinger,
-		},
-		id:      uuid.NewString(),
-		closing: make(chan struct{}),
-	}
-	c.turns.closing = c.closing
 	for i, o := range opts {
 		if o == nil {
 			return nil, fmt.Errorf("%w: option %d is nil", ErrInvalidArgument, i)
 		}
-		if err := o(&c.cfg); err != nil {
+		if err := o(&cfg); err != nil {
 			return nil, err
 		}
 	}
+	ns, err := newNodes(nodes) // after the options: it may ask the nodes
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{
+		nodes:   ns,
+		quorum:  quorum(len(ns)),
+		cfg:     cfg,
+		id:      uuid.NewString(),
+		closing: make(chan struct{}),
+	}
+	c.turns.closing = c.closing
 	c.wk.c = c
 	return c, nil
 }

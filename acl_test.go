@@ -1,0 +1,243 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Redis 7 ACL users, on real masters. A user made with "~* +@all" has no
+// channel rights (acl-pubsub-default resetchannels): the acquire script's
+// PUBLISH failed after its SET ran, so no lock was ever obtained.
+
+// The minimal rights, as the README states them: the lock keys, the two
+// script commands, and every command the scripts call; with notices, also
+// their channels, PUBLISH (from the scripts) and the subscription commands.
+var (
+	aclWithoutNotices = []string{"~lk:*", "+evalsha", "+eval", "+set", "+get", "+del", "+pexpire", "+pttl"}
+	aclWithNotices    = append(append([]string(nil), aclWithoutNotices...),
+		"&redlock:notices:*", "+publish", "+subscribe", "+unsubscribe", "+ping")
+)
+
+// aclClients makes user with rules on every node and returns clients that
+// log in as that user.
+func (r *realNodes) aclClients(user string, rules ...string) []redis.UniversalClient {
+	r.t.Helper()
+	args := []any{"ACL", "SETUSER", user, "reset", "on", ">pw"}
+	for _, rule := range rules {
+		args = append(args, rule)
+	}
+	var out []redis.UniversalClient
+	for i, a := range r.admin {
+		if err := a.Do(bg, args...).Err(); err != nil {
+			r.t.Fatalf("node %d: %v: %v", i, args, err)
+		}
+		c := r.servers[i].Client(&redis.Options{Username: user, Password: "pw"})
+		out = append(out, c)
+	}
+	return out
+}
+
+// exerciseEveryCall runs TryLock, Extend, Unlock, a contended Lock, and Do
+// through c, failing on any error; waitBound bounds the contended Lock's
+// wait after the release.
+func exerciseEveryCall(t *testing.T, c *Client, key string, waitBound time.Duration) {
+	t.Helper()
+	l, err := c.TryLock(bg, key, 10*time.Second)
+	if err != nil {
+		t.Fatalf("TryLock: %v", err)
+	}
+	if err := l.Extend(bg, 20*time.Second); err != nil {
+		t.Fatalf("Extend: %v", err)
+	}
+	if err := l.Unlock(bg); err != nil {
+		t.Fatalf("Unlock: %v", err)
+	}
+
+	holder, err := c.TryLock(bg, key, 10*time.Second)
+	if err != nil {
+		t.Fatalf("TryLock: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(bg, scaled(20*time.Second))
+	defer cancel()
+	got := make(chan error, 1)
+	go func() {
+		l, err := c.Lock(ctx, key, 10*time.Second)
+		if err == nil {
+			err = l.Unlock(bg)
+		}
+		got <- err
+	}()
+	time.Sleep(scaled(50 * time.Millisecond)) // let the waiter make its first, failing attempt
+	released := time.Now()
+	if err := holder.Unlock(bg); err != nil {
+		t.Fatalf("Unlock: %v", err)
+	}
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatalf("contended Lock: %v", err)
+		}
+	case <-time.After(waitBound):
+		t.Fatalf("contended Lock did not get the lock within %v of its release", waitBound)
+	}
+	t.Logf("contended Lock got the lock %v after the release", time.Since(released).Round(time.Millisecond))
+
+	ran := false
+	if err := c.Do(bg, key, 10*time.Second, func(context.Context) error { ran = true; return nil }); err != nil || !ran {
+		t.Fatalf("Do: %v (fn ran: %v)", err, ran)
+	}
+}
+
+// refusedPublishes is how many PUBLISH calls the node refused for want of
+// channel rights, from its ACL log.
+func refusedPublishes(t *testing.T, admin *redis.Client) int64 {
+	t.Helper()
+	entries, err := admin.ACLLog(bg, 100).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, e := range entries {
+		if e.Reason == "channel" {
+			n += e.Count
+		}
+	}
+	return n
+}
+
+func TestACLUserWithoutChannelRightsCanUseEveryCall(t *testing.T) {
+	r := startReal(t, 5)
+	nodes := r.aclClients("app", "~*", "+@all", "resetchannels")
+	c, err := New(nodes, WithRetryDelay(10*time.Millisecond, 50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	exerciseEveryCall(t, c, "lk:a", scaled(2*time.Second))
+	settle(c)
+	for i, a := range r.admin {
+		// Found out by the first script on each master, not paid for on
+		// every call.
+		if n := refusedPublishes(t, a); n < 1 || n > 2 {
+			t.Errorf("node %d refused %d notices; want the first one only", i, n)
+		}
+	}
+}
+
+func TestMinimalACLWithoutNotices(t *testing.T) {
+	r := startReal(t, 5)
+	nodes := r.aclClients("app", aclWithoutNotices...)
+	c, err := New(nodes, WithoutNotices(), WithRetryDelay(10*time.Millisecond, 50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	exerciseEveryCall(t, c, "lk:a", scaled(2*time.Second))
+	settle(c)
+	for i, a := range r.admin {
+		if n := refusedPublishes(t, a); n != 0 {
+			t.Errorf("node %d was sent %d notices with notices off", i, n)
+		}
+		if n := commandCalls(t, a, "publish", "subscribe"); n != 0 {
+			t.Errorf("node %d ran %d PUBLISH/SUBSCRIBE calls with notices off", i, n)
+		}
+	}
+}
+
+// With notices and the minimal rights that include them, a waiter of
+// another Client wakes on the release notice, long before its backoff.
+func TestMinimalACLWithNotices(t *testing.T) {
+	r := startReal(t, 5)
+	nodes := r.aclClients("app", aclWithNotices...)
+	slow := WithRetryDelay(scaled(5*time.Second), scaled(5*time.Second))
+	c, err := New(nodes, slow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	holder, err := c.TryLock(bg, "lk:a", 10*time.Second)
+	if err != nil {
+		t.Fatalf("TryLock: %v", err)
+	}
+	w, err := New(r.aclClients("app", aclWithNotices...), slow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	got := make(chan error, 1)
+	go func() {
+		_, err := w.Lock(bg, "lk:a", 10*time.Second)
+		got <- err
+	}()
+	subscribed(t, r, "redlock:notices:lk:a")
+	if err := holder.Unlock(bg); err != nil {
+		t.Fatalf("Unlock: %v", err)
+	}
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatalf("waiter: %v", err)
+		}
+	case <-time.After(scaled(2 * time.Second)): // the backoff is 5 s
+		t.Fatal("the waiter did not wake on the release notice")
+	}
+	for i, a := range r.admin {
+		if n := refusedPublishes(t, a); n != 0 {
+			t.Errorf("node %d refused %d notices under the minimal ACL with notices", i, n)
+		}
+	}
+}
+
+// subscribed waits until every node has a subscriber on channel.
+func subscribed(t *testing.T, r *realNodes, channel string) {
+	t.Helper()
+	within(t, scaled(5*time.Second), "the subscriptions", func() bool {
+		for {
+			all := true
+			for _, a := range r.admin {
+				m, err := a.PubSubNumSub(bg, channel).Result()
+				if err != nil || m[channel] == 0 {
+					all = false
+				}
+			}
+			if all {
+				return true
+			}
+			time.Sleep(time.Millisecond) // no signal for another client's SUBSCRIBE
+		}
+	})
+}
+
+// The rights a lock needs are exactly the minimal ones: a user without one
+// of the scripts' commands gets a clear per-node error, never a lock.
+func TestACLWithoutAScriptCommandIsAnErrorNotALock(t *testing.T) {
+	r := startReal(t, 5)
+	var rules []string
+	for _, rule := range aclWithoutNotices {
+		if rule != "+pttl" {
+			rules = append(rules, rule)
+		}
+	}
+	c, err := New(r.aclClients("app", rules...), WithoutNotices())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	l, err := c.TryLock(bg, "lk:a", 10*time.Second)
+	if err != nil {
+		t.Fatalf("TryLock needs no PTTL: %v", err)
+	}
+	err = l.Extend(bg, 20*time.Second)
+	if !errors.Is(err, ErrNotObtained) || !strings.Contains(fmt.Sprint(err), "can't run this command") {
+		t.Fatalf("Extend without +pttl = %v, want ErrNotObtained with the ACL error", err)
+	}
+	if err := l.Unlock(bg); err != nil {
+		t.Fatalf("Unlock: %v", err)
+	}
+}
