@@ -4,10 +4,10 @@ GOLANGCI_LINT_VERSION := v2.15.0
 GOBIN := $(shell go env GOPATH)/bin
 GOLANGCI_LINT := $(GOBIN)/golangci-lint
 
-.PHONY: test check lint race fuzz bench demo compose-smoke chaos-soak
+.PHONY: test check lint race fuzz mutants bench demo compose-smoke chaos-soak
 
-## test: formatting, vet, lint, then every test with the race detector (needs redis-server; installed when missing)
-test: check race fuzz
+## test: formatting, vet, lint, every test with the race detector (needs redis-server; installed when missing), fuzzing, mutants
+test: check race fuzz mutants
 
 check: lint
 	@unformatted=$$(gofmt -l .); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
@@ -28,6 +28,11 @@ FUZZTIME ?= 10s
 fuzz:
 	go test -run '^$$' -fuzz FuzzValidity -fuzztime $(FUZZTIME) .
 	go test -run '^$$' -fuzz FuzzParseNotice -fuzztime $(FUZZTIME) .
+
+## mutants: deliberate bugs, one at a time; each must make the tests named for it fail
+mutants:
+	scripts/ensure-redis.sh
+	go run ./internal/mutants
 
 ## chaos-soak: the fault suite's random soak for longer (CI runs 3 s, 12 s under -race)
 SOAK ?= 60s

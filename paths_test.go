@@ -484,3 +484,24 @@ func TestConcurrentExtendAndUnlock(t *testing.T) {
 		}
 	}
 }
+
+// Until counts from the round's start, not from its decision: every key was
+// set after the start, so start + ttl − drift is what the keys guarantee;
+// counting from a slow decision would promise more than they hold.
+func TestUntilCountsFromTheRoundsStartNotItsDecision(t *testing.T) {
+	m := newMinis(t, 5, nil)
+	c := m.client(WithNodeTimeout(scaled(time.Second)))
+	slow := scaled(50 * time.Millisecond)
+	hookAll(m.clients, &scriptHook{script: acquireScript, before: func(context.Context) {
+		time.Sleep(slow) // latency on every node, not synchronisation
+	}})
+	const ttl = 10 * time.Second
+	before := time.Now()
+	l, err := c.TryLock(bg, "k", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if promised, latest := l.Until(), before.Add(ttl-drift(ttl, DefaultDriftFactor)+slow/2); promised.After(latest) {
+		t.Fatalf("Until is %v past start + ttl − drift: it counts from the decision", promised.Sub(latest)+slow/2)
+	}
+}

@@ -749,19 +749,9 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	})
 
 	l.mu.Lock()
+	settled := r.refused > len(c.nodes)-c.quorum || !r.decided.Before(l.until)
 	switch {
-	case l.ended:
-		// Unlock, a lost Extend or the validity end came first. This round
-		// may have lengthened the keys all the same: unless Unlock is
-		// releasing them, give them up.
-		giveUp := !l.released && !l.givenUp
-		l.givenUp = true
-		l.mu.Unlock()
-		if giveUp {
-			l.abandon(ttl)
-		}
-		return r.error(ErrNotHeld)
-	case r.won() && r.decided.Before(l.until) && validity(ttl, r.elapsed(), c.cfg.driftFactor) > 0:
+	case !l.ended && r.won() && !settled && validity(ttl, r.elapsed(), c.cfg.driftFactor) > 0:
 		// Every key of the majority now lives at least until start+ttl and
 		// was never shortened, so the later of the two ends holds.
 		if end := validUntil(start, ttl, c.cfg.driftFactor); end.After(l.until) {
@@ -770,18 +760,27 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 		}
 		l.mu.Unlock()
 		return nil
-	case r.refused > len(c.nodes)-c.quorum || !r.decided.Before(l.until):
-		l.until = r.decided // lost: no majority holds our token
-		l.endLocked()
-		l.givenUp = true
-		pass := l.takePass()
+	case !l.ended && !settled: // undecided: the lock may still be held until Until
 		l.mu.Unlock()
-		pass()
-		l.abandon(ttl)
-		return r.error(ErrNotHeld)
+		return withCtx(ctx, r.error(ErrNotObtained))
 	}
+	// Lost: no majority holds our token, or the validity ended (this round
+	// reached its end, or the expiry timer, Unlock or another Extend came
+	// first). This round may have lengthened the keys all the same: unless
+	// Unlock is releasing them, give them up.
+	if !l.ended {
+		l.until = r.decided
+		l.endLocked()
+	}
+	giveUp := !l.released && !l.givenUp
+	l.givenUp = true
+	pass := l.takePass()
 	l.mu.Unlock()
-	return withCtx(ctx, r.error(ErrNotObtained))
+	pass()
+	if giveUp {
+		l.abandon(ttl)
+	}
+	return r.error(ErrNotHeld)
 }
 
 // heldUntil returns the lock's validity end, or ErrNotHeld if the lock was

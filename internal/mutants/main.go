@@ -1,0 +1,263 @@
+// Command mutants proves that redlock's tests can fail: it applies
+// deliberate bugs to a copy of the module, one at a time, and runs the tests
+// that must catch each. It exits non-zero if any mutant survives (its tests
+// still pass), or no longer applies (the code it targets changed: update the
+// table), so a test that stopped testing anything is noticed.
+//
+//	go run ./internal/mutants            # every mutant (make mutants)
+//	go run ./internal/mutants -run drift # those whose name contains "drift"
+//
+// Each mutant is a literal replacement that must match exactly once.
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// A mutant is one deliberate bug and the tests that must catch it.
+type mutant struct {
+	name     string
+	file     string // relative to the module root
+	from, to string // from must occur exactly once in file
+	killers  string // go test -run pattern
+}
+
+var mutants = []mutant{
+	{
+		name: "extend-shortens-the-key",
+		file: "scripts/extend.lua",
+		from: "  if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then\n    redis.call('PEXPIRE', KEYS[1], ARGV[2])\n  end",
+		to:   "  redis.call('PEXPIRE', KEYS[1], ARGV[2])",
+		// The concurrent test catches it too, when the long extension's
+		// replies arrive last.
+		killers: "TestExtendNeverShortensTheKeys|TestFailedExtendToAShorterTTLLeavesUntilTrue",
+	},
+	{
+		name:    "hand-off-abandons-the-old-holds",
+		file:    "redlock.go",
+		from:    "			_ = l.holds[n.index].await(ctx)\n",
+		to:      "			_ = l.holds[n.index].await(ctx)\n			l.holds[n.index].abandon()\n",
+		killers: "TestFailedHandOffReleasesAndServesTheWaiter|TestHandOffTooSlowForTheWaitersTTLStillReleases",
+	},
+	{
+		name:    "straggler-release-skipped",
+		file:    "redlock.go",
+		from:    "		if l.holds[n.index].finish(yes, err) {\n			c.releaseNode(n, key, l.token, ttl)\n		}",
+		to:      "		l.holds[n.index].finish(yes, err)",
+		killers: "TestLateReplyAfterFailedAttemptIsReleased|TestLateReplyAfterUnlockIsReleased",
+	},
+	{
+		name:    "timed-out-node-counts-as-yes",
+		file:    "quorum.go",
+		from:    "			r.failPending(c.nodes, pending, ErrNodeTimeout)",
+		to:      "			r.yes += npending",
+		killers: "TestNodeDeadlineIsEnforcedByTheLibrary",
+	},
+	{
+		name:    "drift-is-zero",
+		file:    "drift.go",
+		from:    "	return time.Duration(d) + clockPrecision\n",
+		to:      "	return 0\n",
+		killers: "TestDrift|TestUntilIsStartPlusTTLMinusDrift",
+	},
+	{
+		name:    "until-counts-from-the-decision",
+		file:    "redlock.go",
+		from:    "	l.until = validUntil(r.start, l.ttl, l.c.cfg.driftFactor)",
+		to:      "	l.until = validUntil(r.decided, l.ttl, l.c.cfg.driftFactor)",
+		killers: "TestUntilCountsFromTheRoundsStartNotItsDecision",
+	},
+	{
+		name:    "release-ignores-the-token",
+		file:    "scripts/release.lua",
+		from:    "if redis.pcall('GET', KEYS[1]) == ARGV[1] then",
+		to:      "if redis.pcall('EXISTS', KEYS[1]) == 1 then",
+		killers: "TestPitfall5_UnlockNeverDeletesAnotherHoldersKey",
+	},
+	{
+		name:    "zero-client-has-quorum-0",
+		file:    "redlock.go",
+		from:    "	if c == nil || len(c.nodes) == 0 || c.quorum < 1 || c.closing == nil {\n		return errNotNew\n	}",
+		to:      "	if c == nil {\n		return errNotNew\n	}",
+		killers: "TestZeroClientRefusesEveryCall",
+	},
+	{
+		name:    "notice-refusal-fails-the-script",
+		file:    "scripts/acquire.lua",
+		from:    "    local r = redis.pcall('PUBLISH', ARGV[3], ARGV[4])",
+		to:      "    local r = redis.call('PUBLISH', ARGV[3], ARGV[4])",
+		killers: "TestACLUserWithoutChannelRightsCanUseEveryCall",
+	},
+	{
+		name:    "lost-extend-leaves-its-keys",
+		file:    "redlock.go",
+		from:    "	if giveUp {\n		l.abandon(ttl)\n	}",
+		to:      "	_ = giveUp",
+		killers: "TestExtendThatEndsNotHeldLeavesNoKeys",
+	},
+	{
+		name:    "lock-ignores-close-while-waiting",
+		file:    "wait.go",
+		from:    "	case <-t.closing:\n		quit = ErrClosed\n",
+		to:      "",
+		killers: "TestLockAfterCloseReturnsErrClosed",
+	},
+	{
+		name:    "round-waits-past-the-validity",
+		file:    "redlock.go",
+		from:    "	if end := validUntil(start, ttl, c.cfg.driftFactor); end.Before(d) {\n		return end\n	}",
+		to:      "",
+		killers: "TestSlowMajorityIsNotObtained",
+	},
+}
+
+func main() {
+	run := flag.String("run", "", "only the mutants whose name contains this")
+	timeout := flag.Duration("timeout", 5*time.Minute, "for one mutant's tests")
+	flag.Parse()
+
+	root, err := moduleRoot()
+	if err != nil {
+		fail(err)
+	}
+	survived, broken, ran := 0, 0, 0
+	for _, m := range mutants {
+		if !strings.Contains(m.name, *run) {
+			continue
+		}
+		ran++
+		start := time.Now()
+		verdict, detail := try(root, m, *timeout)
+		fmt.Printf("%-36s %-8s %6.1fs  %s\n", m.name, verdict, time.Since(start).Seconds(), m.killers)
+		switch verdict {
+		case "killed":
+		case "SURVIVED":
+			survived++
+			fmt.Println(indent(detail))
+		default:
+			broken++
+			fmt.Println(indent(detail))
+		}
+	}
+	fmt.Printf("%d mutants: %d killed, %d survived, %d did not apply or build\n", ran, ran-survived-broken, survived, broken)
+	if ran == 0 || survived > 0 || broken > 0 {
+		os.Exit(1)
+	}
+}
+
+// try applies m to a fresh copy of the module and runs its killers.
+func try(root string, m mutant, timeout time.Duration) (verdict, detail string) {
+	dir, err := os.MkdirTemp("", "redlock-mutant-")
+	if err != nil {
+		return "ERROR", err.Error()
+	}
+	defer os.RemoveAll(dir)
+	if err := copyModule(root, dir); err != nil {
+		return "ERROR", err.Error()
+	}
+	path := filepath.Join(dir, m.file)
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return "ERROR", err.Error()
+	}
+	if n := bytes.Count(src, []byte(m.from)); n != 1 {
+		return "STALE", fmt.Sprintf("%s: the code to mutate occurs %d times, want 1: update the table", m.file, n)
+	}
+	if err := os.WriteFile(path, bytes.Replace(src, []byte(m.from), []byte(m.to), 1), 0o644); err != nil {
+		return "ERROR", err.Error()
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", "test", "-count=1", "-run", "^("+m.killers+")$", ".")
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	switch {
+	case err == nil:
+		return "SURVIVED", tail(out)
+	case ctx.Err() != nil:
+		return "killed", "" // a test that hangs on the bug catches it too
+	case failedTest.Match(out):
+		return "killed", ""
+	default:
+		return "BROKEN", tail(out) // the mutant did not build, or no test ran
+	}
+}
+
+// failedTest matches go test's report of a failed or panicking test, as
+// opposed to a build failure.
+var failedTest = regexp.MustCompile(`(?m)^(\s*--- FAIL: |panic: )`)
+
+// copyModule copies the files git tracks (and untracked, unignored ones) to
+// dir, so that a mutant never touches the working tree.
+func copyModule(root, dir string) error {
+	cmd := exec.Command("git", "ls-files", "-z", "--cached", "--others", "--exclude-standard")
+	cmd.Dir = root
+	list, err := cmd.Output()
+	if err != nil {
+		return fmt.Errorf("git ls-files: %w", err)
+	}
+	for _, f := range strings.Split(strings.TrimRight(string(list), "\x00"), "\x00") {
+		if err := copyFile(filepath.Join(root, f), filepath.Join(dir, f)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func copyFile(from, to string) error {
+	in, err := os.Open(from)
+	if os.IsNotExist(err) {
+		return nil // deleted in the working tree
+	}
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+		return err
+	}
+	out, err := os.Create(to)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+func moduleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", err
+	}
+	mod := strings.TrimSpace(string(out))
+	if mod == "" || mod == os.DevNull {
+		return "", fmt.Errorf("not inside a module")
+	}
+	return filepath.Dir(mod), nil
+}
+
+func tail(out []byte) string {
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	return strings.Join(lines[max(0, len(lines)-15):], "\n")
+}
+
+func indent(s string) string { return "    " + strings.ReplaceAll(s, "\n", "\n    ") }
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "mutants:", err)
+	os.Exit(2)
+}
