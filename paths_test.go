@@ -509,3 +509,109 @@ func TestUntilCountsFromTheRoundsStartNotItsDecision(t *testing.T) {
 		t.Fatalf("Until is %v past start + ttl − drift: it counts from the decision", promised.Sub(latest)+slow/2)
 	}
 }
+
+// Found by the adversarial review of the fixes: an Extend whose replies came
+// too late (ErrNotObtained) had lengthened the keys to a minute; a later
+// Extend, after the validity ended, returned ErrNotHeld without releasing
+// them, so the key stayed blocked for a minute.
+func TestExtendAfterTheValidityEndedReleasesWhatAFailedExtendLengthened(t *testing.T) {
+	r := startReal(t, 5)
+	c := r.client(WithNodeTimeout(scaled(50 * time.Millisecond)))
+	l, err := c.TryLock(bg, "k", scaled(300*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	settle(c)
+	hookAll(r.clients, &scriptHook{script: extendScript, match: ttlArg(1, time.Minute), after: func(nctx context.Context) {
+		<-nctx.Done() // the extension ran on the node; its reply comes too late
+	}})
+	if err := l.Extend(bg, time.Minute); !errors.Is(err, ErrNotObtained) {
+		t.Fatalf("Extend with late replies = %v, want ErrNotObtained", err)
+	}
+	<-l.Done() // the validity ends
+	if err := l.Extend(bg, time.Second); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("Extend after the validity ended = %v, want ErrNotHeld", err)
+	}
+	settle(c)
+	if n := r.count("k", l.Token()); n != 0 {
+		t.Fatalf("Extend returned ErrNotHeld but left %d keys behind, PTTLs %v", n, r.pttls("k"))
+	}
+}
+
+// Found by the adversarial review: Close while Unlock hands the lock to a
+// queued waiter. The waiter gave the handed lock back with an Unlock that
+// a closed Client refuses, so its keys stayed for the whole TTL while both
+// calls reported failure or release. The waiter now keeps the lock it was
+// handed (as x/sync's semaphore keeps what it got as ctx ends).
+func TestCloseDuringAHandOffLeavesNoUnownedLock(t *testing.T) {
+	r := startReal(t, 5)
+	c := r.client()
+	holder, err := c.Lock(bg, "k", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	settle(c)
+	type result struct {
+		l   *Lock
+		err error
+	}
+	res := make(chan result, 1)
+	go func() {
+		l, err := c.Lock(bg, "k", time.Minute)
+		res <- result{l, err}
+	}()
+	queued(t, c, "k", 1)
+	inHandOff := make(chan struct{}, 5)
+	hookAll(r.clients, &scriptHook{script: handoffScript, after: func(context.Context) {
+		inHandOff <- struct{}{}
+		time.Sleep(scaled(30 * time.Millisecond)) // the replies take a while: latency, not synchronisation
+	}})
+	unlocked := make(chan error, 1)
+	go func() { unlocked <- holder.Unlock(bg) }()
+	<-inHandOff
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-unlocked; err != nil {
+		t.Fatalf("the holder's Unlock: %v", err)
+	}
+	w := <-res
+	switch {
+	case w.err == nil && r.count("k", w.l.Token()) < 3:
+		t.Fatalf("the waiter's Lock returned a lock that holds %d masters: %q", r.count("k", w.l.Token()), r.values("k"))
+	case w.err != nil && r.count("k", "") != 5:
+		t.Fatalf("the waiter's Lock = %v, yet keys remain: %q, PTTLs %v", w.err, r.values("k"), r.pttls("k"))
+	}
+}
+
+// Found by the adversarial review: with a waiter queued and a majority of
+// masters hung, Unlock waited out the hand-off's deadline and then the
+// deletes' deadline for the same hung masters.
+func TestUnlockWhoseHandOffTimesOutWaitsOneDeadline(t *testing.T) {
+	r := startReal(t, 5)
+	nt := scaled(200 * time.Millisecond)
+	c := r.client(WithNodeTimeout(nt))
+	holder, err := c.Lock(bg, "k", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	settle(c)
+	ctx, cancel := context.WithCancel(bg)
+	defer cancel()
+	res := lockInBackground(ctx, c, "k")
+	queued(t, c, "k", 1)
+	for _, i := range []int{2, 3, 4} {
+		r.servers[i].Pause()
+	}
+	start := time.Now()
+	err = holder.Unlock(bg)
+	took := time.Since(start)
+	if !errors.Is(err, ErrNotHeld) || !errors.Is(err, ErrNodeTimeout) {
+		t.Fatalf("Unlock with a majority hung = %v, want ErrNotHeld with node timeouts", err)
+	}
+	if limit := nt + nt/2; took > limit {
+		t.Fatalf("Unlock took %v with a majority hung; the node deadline is %v", took, nt)
+	}
+	cancel()
+	<-res
+}

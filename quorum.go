@@ -226,10 +226,12 @@ func (h *hold) refused() bool {
 // returns ErrNodeRefused when the node refused the lock, and ctx's error if
 // the call is still running.
 func (h *hold) await(ctx context.Context) error {
-	select {
-	case <-h.done:
-	case <-ctx.Done():
-		return ctx.Err()
+	if !h.finished() { // an answer already in beats a ctx that also ended
+		select {
+		case <-h.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 	if h.refused() {
 		return ErrNodeRefused

@@ -727,14 +727,17 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if err != nil {
 		return err
 	}
-	until, err := l.heldUntil()
-	if err != nil {
-		return err
-	}
 	if err := c.enter(); err != nil {
 		return err
 	}
 	defer c.bg.Done()
+	until, err := l.heldUntil()
+	if err != nil {
+		// An earlier Extend that failed may have lengthened the keys all
+		// the same: a lock whose validity ended is given up here too.
+		l.giveUp(ttl)
+		return err
+	}
 
 	start := time.Now()
 	deadline := c.deadline(start, ttl)
@@ -766,21 +769,32 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	}
 	// Lost: no majority holds our token, or the validity ended (this round
 	// reached its end, or the expiry timer, Unlock or another Extend came
-	// first). This round may have lengthened the keys all the same: unless
-	// Unlock is releasing them, give them up.
-	if !l.ended {
+	// first). This round may have lengthened the keys all the same.
+	if !l.ended && r.decided.Before(l.until) {
 		l.until = r.decided
-		l.endLocked()
 	}
-	giveUp := !l.released && !l.givenUp
+	l.mu.Unlock()
+	l.giveUp(ttl)
+	return r.error(ErrNotHeld)
+}
+
+// giveUp ends a lock whose validity is over, if Unlock has not, and
+// releases its keys once, since an extension may have lengthened them;
+// unless Unlock is releasing them already. Unlock after it reports
+// ErrNotHeld without contacting the nodes. The caller holds a registration
+// (enter).
+func (l *Lock) giveUp(ttl time.Duration) {
+	l.mu.Lock()
+	if l.released || l.givenUp || (!l.ended && time.Now().Before(l.until)) {
+		l.mu.Unlock()
+		return
+	}
 	l.givenUp = true
+	l.endLocked()
 	pass := l.takePass()
 	l.mu.Unlock()
 	pass()
-	if giveUp {
-		l.abandon(ttl)
-	}
-	return r.error(ErrNotHeld)
+	l.abandon(ttl)
 }
 
 // heldUntil returns the lock's validity end, or ErrNotHeld if the lock was
@@ -925,24 +939,29 @@ func (c *Client) mayHandOff(key string, until time.Time) bool {
 // the script replaced our token there.
 type handOffCalls struct {
 	holds    []*hold
-	replaced []bool // written before the node's hold finishes
+	replaced []bool    // written before the node's hold finishes
+	budget   time.Time // Unlock's node deadline, counted from before the hand-off
 }
 
 // outcome tells Unlock, after a lost hand-off, what the hand-off did on
 // node i: settled is true when it answered, and then yes (it replaced our
 // token: nothing of ours is left there) or no (the key was free or
-// another's). When the call is still running at ctx's end, settled is true
-// with ctx's error, and the call releases our token itself if it fails.
-// When it failed, settled is false: our token may be there, and Unlock
-// releases it.
+// another's). A call still running is waited for within ctx and Unlock's
+// node deadline, counted from before the hand-off (so that hung masters
+// cost one deadline, not two); if it does not answer by then, settled is
+// true with ErrNodeTimeout, and the call releases our token itself if it
+// fails. When it failed, settled is false: our token may be there, and
+// Unlock releases it.
 func (hc *handOffCalls) outcome(ctx context.Context, i int) (yes bool, err error, settled bool) {
 	h := hc.holds[i]
+	ctx, cancel := context.WithDeadline(ctx, hc.budget)
+	defer cancel()
 	switch err := h.await(ctx); {
 	case errors.Is(err, ErrNodeRefused): // answered without error
 		return hc.replaced[i], nil, true
 	case err != nil:
 		h.abandon()
-		return false, err, true
+		return false, ErrNodeTimeout, true
 	}
 	h.abandon()
 	return false, nil, false
@@ -966,7 +985,11 @@ func (l *Lock) handOff(ctx context.Context, next *turnWaiter, until time.Time, t
 	if err != nil {
 		return false, nil, nil
 	}
-	calls := &handOffCalls{holds: newHolds(len(c.nodes)), replaced: make([]bool, len(c.nodes))}
+	calls := &handOffCalls{
+		holds:    newHolds(len(c.nodes)),
+		replaced: make([]bool, len(c.nodes)),
+		budget:   time.Now().Add(c.nodeTimeout(ttl)),
+	}
 	announce := c.announce(acquiredNotice, l.key, nl.token, 0)
 	own := c.wk.listening(l.key)
 	var heard atomic.Int64

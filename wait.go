@@ -80,13 +80,14 @@ func (t *turns) take(ctx context.Context, key string, ttl time.Duration) (func()
 		}
 	}
 	t.mu.Unlock()
-	// We were being served as ctx ended (a hand-off takes one round):
-	// give back what we got.
+	// We were being served as ctx ended or Close came (a hand-off takes
+	// one round). Like x/sync's semaphore, keep a lock that was handed
+	// over rather than give it back: that would take another round, which
+	// a closed Client cannot make, and would leave its keys behind.
 	if l := <-me.served; l != nil {
-		_ = l.Unlock(context.WithoutCancel(ctx)) // passes the turn on
-	} else {
-		t.passer(key)()
+		return t.passer(key), l, nil
 	}
+	t.passer(key)()
 	return nil, nil, quit
 }
 

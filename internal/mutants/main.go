@@ -101,9 +101,9 @@ var mutants = []mutant{
 	{
 		name:    "lost-extend-leaves-its-keys",
 		file:    "redlock.go",
-		from:    "	if giveUp {\n		l.abandon(ttl)\n	}",
-		to:      "	_ = giveUp",
-		killers: "TestExtendThatEndsNotHeldLeavesNoKeys",
+		from:    "	pass()\n	l.abandon(ttl)\n}",
+		to:      "	pass()\n}",
+		killers: "TestExtendThatEndsNotHeldLeavesNoKeys|TestExtendAfterTheValidityEndedReleasesWhatAFailedExtendLengthened",
 	},
 	{
 		name:    "lock-ignores-close-while-waiting",
