@@ -19,12 +19,12 @@ import (
 
 // scriptHook lets a test hold one script's requests on their way to the
 // node (before) or their replies on the way back (after the command ran
-// on the node).
+// on the node). An error from after replaces the reply: it was lost.
 type scriptHook struct {
 	script *redis.Script
 	match  func(argv []any) bool // nil: every call of script
 	before func(ctx context.Context)
-	after  func(ctx context.Context)
+	after  func(ctx context.Context) error
 }
 
 func (h *scriptHook) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -41,7 +41,9 @@ func (h *scriptHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		}
 		err := next(ctx, cmd)
 		if h.after != nil && (err == nil || !strings.HasPrefix(err.Error(), "NOSCRIPT")) {
-			h.after(ctx)
+			if lost := h.after(ctx); lost != nil {
+				return lost
+			}
 		}
 		return err
 	}
@@ -139,11 +141,12 @@ func TestFailedExtendToAShorterTTLLeavesUntilTrue(t *testing.T) {
 			settle(c)
 			ctx, cancel := context.WithCancel(bg)
 			defer cancel()
-			hookAll(r.clients, &scriptHook{script: extendScript, after: func(nctx context.Context) {
+			hookAll(r.clients, &scriptHook{script: extendScript, after: func(nctx context.Context) error {
 				if how == "ctx cancelled in flight" {
 					cancel()
 				}
-				<-nctx.Done() // the reply comes back too late
+				<-nctx.Done()
+				return nctx.Err() // the reply comes back too late
 			}})
 			if err := l.Extend(ctx, scaled(300*time.Millisecond)); !errors.Is(err, ErrNotObtained) {
 				t.Fatalf("Extend with late replies = %v, want ErrNotObtained", err)
@@ -174,9 +177,10 @@ func TestConcurrentExtendsNeverLeaveUntilPastTheKeys(t *testing.T) {
 	long, short := 10*time.Second, scaled(500*time.Millisecond)
 	ran := make(chan struct{}, len(r.clients))
 	gate := make(chan struct{})
-	hookAll(r.clients, &scriptHook{script: extendScript, match: ttlArg(1, long), after: func(context.Context) {
+	hookAll(r.clients, &scriptHook{script: extendScript, match: ttlArg(1, long), after: func(context.Context) error {
 		ran <- struct{}{}
 		<-gate
+		return nil
 	}})
 	longDone := make(chan error, 1)
 	go func() { longDone <- l.Extend(bg, long) }()
@@ -231,8 +235,9 @@ func TestExtendThatEndsNotHeldLeavesNoKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	settle(c)
-	hookAll(r.clients, &scriptHook{script: extendScript, after: func(context.Context) {
+	hookAll(r.clients, &scriptHook{script: extendScript, after: func(context.Context) error {
 		<-l.Done() // the extension landed; its reply arrives after the validity ended
+		return nil
 	}})
 	if err := l.Extend(bg, time.Minute); !errors.Is(err, ErrNotHeld) {
 		t.Fatalf("Extend whose replies came after the validity end = %v, want ErrNotHeld", err)
@@ -522,8 +527,9 @@ func TestExtendAfterTheValidityEndedReleasesWhatAFailedExtendLengthened(t *testi
 		t.Fatal(err)
 	}
 	settle(c)
-	hookAll(r.clients, &scriptHook{script: extendScript, match: ttlArg(1, time.Minute), after: func(nctx context.Context) {
-		<-nctx.Done() // the extension ran on the node; its reply comes too late
+	hookAll(r.clients, &scriptHook{script: extendScript, match: ttlArg(1, time.Minute), after: func(nctx context.Context) error {
+		<-nctx.Done()
+		return nctx.Err() // the extension ran on the node; its reply comes too late
 	}})
 	if err := l.Extend(bg, time.Minute); !errors.Is(err, ErrNotObtained) {
 		t.Fatalf("Extend with late replies = %v, want ErrNotObtained", err)
@@ -562,9 +568,10 @@ func TestCloseDuringAHandOffLeavesNoUnownedLock(t *testing.T) {
 	}()
 	queued(t, c, "k", 1)
 	inHandOff := make(chan struct{}, 5)
-	hookAll(r.clients, &scriptHook{script: handoffScript, after: func(context.Context) {
+	hookAll(r.clients, &scriptHook{script: handoffScript, after: func(context.Context) error {
 		inHandOff <- struct{}{}
 		time.Sleep(scaled(30 * time.Millisecond)) // the replies take a while: latency, not synchronisation
+		return nil
 	}})
 	unlocked := make(chan error, 1)
 	go func() { unlocked <- holder.Unlock(bg) }()
