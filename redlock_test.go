@@ -194,6 +194,7 @@ func TestNodeDeadlineIsEnforcedByTheLibrary(t *testing.T) {
 func TestLateReplyAfterFailedAttemptIsReleased(t *testing.T) {
 	m := newMinis(t, 5, &redis.Options{ReadTimeout: time.Hour})
 	c := m.client(WithNodeTimeout(20 * time.Millisecond))
+	warmScripts(t, c)
 	m.take(2, "k", "other", time.Minute)
 	m.take(3, "k", "other", time.Minute)
 	arrived, unblock := m.block(4)
@@ -208,11 +209,26 @@ func TestLateReplyAfterFailedAttemptIsReleased(t *testing.T) {
 	}
 }
 
+// warmScripts loads the scripts on every node, so that a held EVALSHA runs
+// when it is let go, instead of failing NOSCRIPT and leaving its EVAL to a
+// ctx that has ended: a late reply must be a real one.
+func warmScripts(t *testing.T, c *Client) {
+	t.Helper()
+	l := mustLock(t, c, "warm-up", time.Minute)
+	if err := l.Unlock(bg); err != nil {
+		t.Fatal(err)
+	}
+	settle(c)
+}
+
 // TestLateReplyAfterUnlockIsReleased: the lock wins on three nodes while two
 // hang; their SETs land after Unlock and must be deleted, not left to expire.
 func TestLateReplyAfterUnlockIsReleased(t *testing.T) {
 	m := newMinis(t, 5, &redis.Options{ReadTimeout: time.Hour})
-	c := m.client(WithNodeTimeout(time.Hour))
+	// Unlock gives up waiting for the hung nodes' SETs at its deadline,
+	// so only their own late replies can release them.
+	c := m.client(WithNodeTimeout(scaled(50 * time.Millisecond)))
+	warmScripts(t, c)
 	arrived3, unblock3 := m.block(3)
 	arrived4, unblock4 := m.block(4)
 	r := within(t, scaled(5*time.Second), "TryLock", tryLock(bg, c, "k", time.Minute))
