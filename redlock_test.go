@@ -209,6 +209,13 @@ func TestLateReplyAfterFailedAttemptIsReleased(t *testing.T) {
 	}
 }
 
+// givenUp reports whether the lock gave the node up (abandon).
+func (h *hold) givenUp() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.abandoned
+}
+
 // warmScripts loads the scripts on every node, so that a held EVALSHA runs
 // when it is let go, instead of failing NOSCRIPT and leaving its EVAL to a
 // ctx that has ended: a late reply must be a real one.
@@ -240,6 +247,13 @@ func TestLateReplyAfterUnlockIsReleased(t *testing.T) {
 	}
 	<-arrived3
 	<-arrived4
+	// Let the SETs go only once Unlock gave those nodes up.
+	within(t, scaled(5*time.Second), "Unlock giving up the hung nodes", func() bool {
+		for !r.l.holds[3].givenUp() || !r.l.holds[4].givenUp() {
+			time.Sleep(time.Millisecond) // a hold has no signal for it
+		}
+		return true
+	})
 	unblock3()
 	unblock4()
 	settle(c)
