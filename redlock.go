@@ -262,7 +262,9 @@ func (c *Client) TryLock(ctx context.Context, key string, ttl time.Duration) (*L
 // ended before the call made any attempt (it was waiting behind others), the
 // error says so instead. Bad input returns an error matching
 // ErrInvalidArgument without any attempt. After Close, and when Close is
-// called while it waits, Lock returns an error matching ErrClosed.
+// called while it waits, Lock returns an error matching ErrClosed. A Lock
+// that is being handed the lock by Unlock as ctx ends or Close is called
+// returns that lock, like x/sync's semaphore, rather than give it back.
 func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
 	if err := c.usable(); err != nil {
 		return nil, err
