@@ -16,8 +16,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -51,6 +53,11 @@ type Node struct {
 	Server *redistest.Server
 	Proxy  *toxiproxy.Proxy
 	Admin  *redis.Client // straight to the server, never faulted, no retries
+
+	// reader is Lease's own client: reads of a node that is down fill a
+	// go-redis pool with dial errors, after which it fails every command
+	// for up to a second, and Admin must work right after a restart.
+	reader *redis.Client
 
 	clockFile string // libfaketime's timestamp file; "" when the clock is real
 	mu        sync.Mutex
@@ -101,6 +108,7 @@ func Start(t testing.TB, n int, opt Options) *Cluster {
 		// ContextTimeoutEnabled: a read of a SIGSTOPped node ends with its
 		// ctx instead of go-redis's 3 s read timeout.
 		node.Admin = node.Server.Client(&redis.Options{MaxRetries: -1, ContextTimeoutEnabled: true})
+		node.reader = node.Server.Client(&redis.Options{MaxRetries: -1, ContextTimeoutEnabled: true})
 		node.Proxy = toxiproxy.NewProxy(srv, fmt.Sprintf("redis%d", i), "127.0.0.1:0", node.Server.Addr)
 		if err := node.Proxy.Start(); err != nil {
 			t.Fatalf("chaos: proxy for node %d: %v", i, err)
@@ -457,7 +465,7 @@ func (n *Node) restoreConfig() {
 func (n *Node) Lease(ctx context.Context, key string) (value string, ttl time.Duration, at time.Time, err error) {
 	var get *redis.StringCmd
 	var pttl *redis.DurationCmd
-	_, err = n.Admin.TxPipelined(ctx, func(p redis.Pipeliner) error {
+	_, err = n.reader.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		get = p.Get(ctx, key)
 		pttl = p.PTTL(ctx, key)
 		return nil
@@ -497,4 +505,49 @@ func (c *Cluster) KeyTTLs(t testing.TB, pattern string) []map[string]time.Durati
 		}
 	}
 	return out
+}
+
+// logTail is the end of the node's redis.log, for an error message.
+func (n *Node) logTail() string {
+	b, err := os.ReadFile(filepath.Join(n.Server.Dir, "redis.log"))
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	return "\nredis.log:\n" + strings.Join(lines[max(0, len(lines)-15):], "\n")
+}
+
+// OpenConns returns how many connections to the nodes' proxies are still
+// established from this process's side, read from /proc/net/tcp (Linux);
+// ok is false where it cannot be read. Once every client is closed it must
+// be 0: the proxy's own goroutines may linger (see its known races), but a
+// client connection left open is the client's leak.
+func (c *Cluster) OpenConns() (n int, ok bool) {
+	ports := map[string]bool{}
+	for _, nd := range c.Nodes {
+		_, port, err := net.SplitHostPort(nd.Proxy.Listen)
+		if err != nil {
+			return 0, false
+		}
+		p, err := strconv.Atoi(port)
+		if err != nil {
+			return 0, false
+		}
+		ports[fmt.Sprintf("%04X", p)] = true
+	}
+	b, err := os.ReadFile("/proc/self/net/tcp")
+	if err != nil {
+		return 0, false
+	}
+	for _, line := range strings.Split(string(b), "\n")[1:] {
+		f := strings.Fields(line)
+		// sl local_address rem_address st …; 01 is ESTABLISHED.
+		if len(f) < 4 || f[3] != "01" {
+			continue
+		}
+		if _, rport, found := strings.Cut(f[2], ":"); found && ports[rport] {
+			n++
+		}
+	}
+	return n, true
 }

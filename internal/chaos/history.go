@@ -18,7 +18,7 @@ import (
 // two holders believed they held the lock at once.
 //
 // A History also keeps the counter invariant: Section does a read, sleep,
-// write increment of a shared counter inside the window, which loses an
+// write increment of its key's counter inside the window, which loses an
 // update whenever two sections interleave.
 type History struct {
 	origin time.Time
@@ -27,12 +27,13 @@ type History struct {
 	holds  []*Hold
 	events []event
 
-	counter   atomic.Int64
+	counters  sync.Map // key → *atomic.Int64
 	completed atomic.Int64
 }
 
 type event struct {
 	at   time.Duration
+	key  string // "" for an event of the whole cluster, such as a fault
 	what string
 }
 
@@ -56,7 +57,16 @@ func NewHistory() *History { return &History{origin: time.Now()} }
 func (h *History) Note(format string, args ...any) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.events = append(h.events, event{time.Since(h.origin), fmt.Sprintf(format, args...)})
+	h.events = append(h.events, event{at: time.Since(h.origin), what: fmt.Sprintf(format, args...)})
+}
+
+// NoteKey records an event about one key, printed with the history and
+// with Excerpts of that key.
+func (h *History) NoteKey(key, format string, args ...any) {
+	e := event{at: time.Since(h.origin), key: key, what: fmt.Sprintf(format, args...)}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.events = append(h.events, e)
 }
 
 // Acquired records that holder obtained key with token, valid until until.
@@ -73,6 +83,22 @@ func (h *History) Acquired(holder, key, token string, until time.Time) *Hold {
 func (x *Hold) Extended(until time.Time) {
 	x.mu.Lock()
 	x.until = until
+	x.mu.Unlock()
+}
+
+// Told records the validity end until that the holder learned at time
+// at (Until read after an Extend returned, whatever it returned): the
+// window now runs to until. An end already past when the holder learned it
+// (the lock was found lost) ends the window at at instead, unless it ended
+// earlier: until then the holder acted on what it had been told before.
+func (x *Hold) Told(until, at time.Time) {
+	x.mu.Lock()
+	switch {
+	case !until.Before(at):
+		x.until = until
+	case at.Before(x.until):
+		x.until = at
+	}
 	x.mu.Unlock()
 }
 
@@ -102,12 +128,44 @@ func (x *Hold) End() time.Time {
 // window is still open, as a careful holder would. It reports whether the
 // write happened (the section completed).
 func (x *Hold) Section(work time.Duration) bool {
-	v := x.h.counter.Load()
+	counter := x.h.counter(x.key)
+	v := counter.Load()
 	time.Sleep(work) // the work itself, not synchronisation
 	if !time.Now().Before(x.End()) {
 		return false
 	}
-	x.h.counter.Store(v + 1)
+	counter.Store(v + 1)
+	x.h.completed.Add(1)
+	return true
+}
+
+// counter is key's counter.
+func (h *History) counter(key string) *atomic.Int64 {
+	c, _ := h.counters.LoadOrStore(key, new(atomic.Int64))
+	return c.(*atomic.Int64)
+}
+
+// SectionWhile is Section for a holder that learns the end of its window
+// from done (a Do's fn context) rather than from a validity end: it does
+// not write once done is closed.
+func (x *Hold) SectionWhile(done <-chan struct{}, work time.Duration) bool {
+	select {
+	case <-done:
+		return false
+	default:
+	}
+	counter := x.h.counter(x.key)
+	v := counter.Load()
+	time.Sleep(work) // the work itself, not synchronisation
+	select {
+	case <-done:
+		return false
+	default:
+	}
+	if !time.Now().Before(x.End()) {
+		return false
+	}
+	counter.Store(v + 1)
 	x.h.completed.Add(1)
 	return true
 }
@@ -117,6 +175,7 @@ type Overlap struct {
 	Key         string
 	First, Then string // "holder token [start, end]" of each
 	By          time.Duration
+	At          time.Time // when the later window started
 }
 
 func (o Overlap) String() string {
@@ -147,7 +206,7 @@ func (h *History) Overlaps() []Overlap {
 				continue // empty: validity had ended when acquire returned
 			}
 			if open != nil && w.start.Before(open.end) {
-				out = append(out, Overlap{Key: key, First: h.describe(open.x), Then: h.describe(w.x), By: open.end.Sub(w.start)})
+				out = append(out, Overlap{Key: key, First: h.describe(open.x), Then: h.describe(w.x), By: open.end.Sub(w.start), At: w.start})
 			}
 			if open == nil || w.end.After(open.end) {
 				open = w
@@ -164,10 +223,15 @@ func (h *History) Acquisitions() int {
 	return len(h.holds)
 }
 
-// Counter returns the shared counter and the number of completed sections;
-// they are equal unless two sections interleaved.
+// Counter returns the sum of the keys' counters and the number of
+// completed sections; they are equal unless two sections on a key
+// interleaved.
 func (h *History) Counter() (value, completed int64) {
-	return h.counter.Load(), h.completed.Load()
+	h.counters.Range(func(_, c any) bool {
+		value += c.(*atomic.Int64).Load()
+		return true
+	})
+	return value, h.completed.Load()
 }
 
 func (h *History) describe(x *Hold) string {
@@ -176,13 +240,37 @@ func (h *History) describe(x *Hold) string {
 
 // String prints the history: every window and event in time order.
 func (h *History) String() string {
+	return h.excerpt(func(string, time.Duration, time.Duration) bool { return true })
+}
+
+// Excerpt prints, in time order, the windows on key that intersect
+// [from, to], and the events of key and of the whole cluster in that span:
+// the part of a long history that explains a failure there.
+func (h *History) Excerpt(key string, from, to time.Time) string {
+	lo, hi := from.Sub(h.origin), to.Sub(h.origin)
+	return h.excerpt(func(k string, start, end time.Duration) bool {
+		return (k == "" || k == key) && start <= hi && end >= lo
+	})
+}
+
+// excerpt prints the windows and events for which keep (key, start, end)
+// holds; an event is an instant.
+func (h *History) excerpt(keep func(key string, start, end time.Duration) bool) string {
 	h.mu.Lock()
-	lines := make([]event, 0, len(h.holds)+len(h.events))
-	lines = append(lines, h.events...)
-	for _, x := range h.holds {
-		lines = append(lines, event{x.start.Sub(h.origin), "hold " + h.describe(x) + " key " + x.key})
+	var lines []event
+	for _, e := range h.events {
+		if keep(e.key, e.at, e.at) {
+			lines = append(lines, e)
+		}
 	}
+	holds := slices.Clone(h.holds)
 	h.mu.Unlock()
+	for _, x := range holds {
+		start, end := x.start.Sub(h.origin), x.End().Sub(h.origin)
+		if keep(x.key, start, end) {
+			lines = append(lines, event{at: start, what: "hold " + h.describe(x) + " key " + x.key})
+		}
+	}
 	slices.SortStableFunc(lines, func(a, b event) int { return cmp.Compare(a.at, b.at) })
 	var b strings.Builder
 	for _, l := range lines {

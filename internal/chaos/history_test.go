@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -95,5 +96,36 @@ func TestSectionDoesNotWriteAfterTheWindowEnded(t *testing.T) {
 	}
 	if v, n := h.Counter(); v != 0 || n != 0 {
 		t.Fatalf("counter %d, completed %d; want 0, 0", v, n)
+	}
+}
+
+func TestToldMovesTheEndButALostLockEndsItWhenLearned(t *testing.T) {
+	h := NewHistory()
+	x := hold(h, "a", 0, 100*ms, 0)
+	x.Told(h.origin.Add(300*ms), h.origin.Add(50*ms)) // extended
+	if got := x.End().Sub(h.origin); got != 300*ms {
+		t.Fatalf("after an extension End = %v, want 300ms", got)
+	}
+	x.Told(h.origin.Add(200*ms), h.origin.Add(60*ms)) // a shorter end, told in time
+	if got := x.End().Sub(h.origin); got != 200*ms {
+		t.Fatalf("after a shorter end End = %v, want 200ms", got)
+	}
+	x.Told(h.origin.Add(70*ms), h.origin.Add(90*ms)) // found lost at 70ms, learned at 90ms
+	if got := x.End().Sub(h.origin); got != 90*ms {
+		t.Fatalf("after the loss End = %v, want 90ms, when the holder learned it", got)
+	}
+}
+
+func TestExcerptKeepsTheKeyAndTheClusterEvents(t *testing.T) {
+	h := NewHistory()
+	hold(h, "a", 0, 100*ms, 0)
+	b := hold(h, "b", 0, 100*ms, 0)
+	b.key = "other"
+	h.Note("fault")
+	h.NoteKey("other", "elsewhere")
+	got := h.Excerpt("k", h.origin, time.Now().Add(time.Second))
+	if !strings.Contains(got, "hold a") || !strings.Contains(got, "fault") ||
+		strings.Contains(got, "hold b") || strings.Contains(got, "elsewhere") {
+		t.Fatalf("Excerpt of k:\n%s", got)
 	}
 }

@@ -1,0 +1,123 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+)
+
+// Calls records, for every token (a UUID argument) a command carried,
+// whether each node answered every such command. A command that got no
+// answer — still in flight, or ended by a timeout, a cancelled context or a
+// broken connection — may still run at its node later, out of order with
+// the client's next commands: Redis has no way to take it back. A test uses
+// Settled to draw conclusions only from nodes where nothing of the kind is
+// pending. Install it with each node client's AddHook(c.Hook(i)).
+type Calls struct {
+	m sync.Map // token → *tokenCalls
+}
+
+type tokenCalls struct {
+	mu      sync.Mutex
+	pending map[int]int  // node → commands in flight
+	lost    map[int]bool // node → a command went unanswered
+}
+
+// Hook returns the go-redis hook for node i's client.
+func (c *Calls) Hook(node int) redis.Hook { return callsHook{c, node} }
+
+// Settled reports whether node answered every command that carried token
+// so far (a Redis error reply is an answer).
+func (c *Calls) Settled(token string, node int) bool {
+	v, ok := c.m.Load(token)
+	if !ok {
+		return true
+	}
+	tc := v.(*tokenCalls)
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	return tc.pending[node] == 0 && !tc.lost[node]
+}
+
+// tokens returns the calls of every token among args.
+func (c *Calls) tokens(args []any) []*tokenCalls {
+	var out []*tokenCalls
+	for _, a := range args {
+		s, ok := a.(string)
+		if !ok || len(s) != 36 {
+			continue
+		}
+		if _, err := uuid.Parse(s); err != nil {
+			continue
+		}
+		v, _ := c.m.LoadOrStore(s, &tokenCalls{pending: map[int]int{}, lost: map[int]bool{}})
+		out = append(out, v.(*tokenCalls))
+	}
+	return out
+}
+
+type callsHook struct {
+	c    *Calls
+	node int
+}
+
+func (callsHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h callsHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		tcs := h.c.tokens(cmd.Args())
+		for _, tc := range tcs {
+			tc.mu.Lock()
+			tc.pending[h.node]++
+			tc.mu.Unlock()
+		}
+		err := next(ctx, cmd)
+		var rerr redis.Error
+		answered := err == nil || errors.Is(err, redis.Nil) || (errors.As(err, &rerr) && !isNetErr(err))
+		for _, tc := range tcs {
+			tc.mu.Lock()
+			tc.pending[h.node]--
+			if !answered {
+				tc.lost[h.node] = true
+			}
+			tc.mu.Unlock()
+		}
+		return err
+	}
+}
+
+func (h callsHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		var tcs []*tokenCalls
+		for _, cmd := range cmds {
+			tcs = append(tcs, h.c.tokens(cmd.Args())...)
+		}
+		for _, tc := range tcs {
+			tc.mu.Lock()
+			tc.pending[h.node]++
+			tc.mu.Unlock()
+		}
+		err := next(ctx, cmds)
+		var rerr redis.Error
+		answered := err == nil || errors.Is(err, redis.Nil) || (errors.As(err, &rerr) && !isNetErr(err))
+		for _, tc := range tcs {
+			tc.mu.Lock()
+			tc.pending[h.node]--
+			if !answered {
+				tc.lost[h.node] = true
+			}
+			tc.mu.Unlock()
+		}
+		return err
+	}
+}
+
+// isNetErr reports an error of the connection rather than a reply.
+func isNetErr(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
+}
