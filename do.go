@@ -1,3 +1,5 @@
+// Do: a critical section under a lock that is extended while it runs.
+
 package redlock
 
 import (

@@ -1,3 +1,5 @@
+// Validity arithmetic: ttl − elapsed − drift, on the monotonic clock.
+
 package redlock
 
 import (

@@ -1,3 +1,5 @@
+// The errors callers branch on, and the per-node detail types.
+
 package redlock
 
 import (

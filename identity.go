@@ -1,3 +1,5 @@
+// Telling the masters apart in New: one server must never vote twice.
+
 package redlock
 
 import (

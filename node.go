@@ -1,31 +1,14 @@
+// One master: the scripts run on it, and whether it takes notices.
+
 package redlock
 
 import (
 	"context"
-	_ "embed"
 	"fmt"
 	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-)
-
-var (
-	//go:embed scripts/acquire.lua
-	acquireLua    string
-	acquireScript = redis.NewScript(acquireLua)
-
-	//go:embed scripts/release.lua
-	releaseLua    string
-	releaseScript = redis.NewScript(releaseLua)
-
-	//go:embed scripts/handoff.lua
-	handoffLua    string
-	handoffScript = redis.NewScript(handoffLua)
-
-	//go:embed scripts/extend.lua
-	extendLua    string
-	extendScript = redis.NewScript(extendLua)
 )
 
 // node is one independent Redis master.

@@ -1,3 +1,7 @@
+// The round: one request fanned out to every master in parallel, each under
+// its own deadline, decided by majority; and the hold that tracks one
+// acquire call past its round.
+
 package redlock
 
 import (

@@ -1,0 +1,96 @@
+// One acquisition round (Redlock spec, steps 1–4) and the clean-up after it.
+
+package redlock
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// attempt is one acquisition round (Redlock spec, steps 1–4).
+// age is how many releases the caller saw go to other waiters, for the
+// acquired notice.
+func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration, age int) (*Lock, error) {
+	if err := c.enter(); err != nil {
+		return nil, err
+	}
+	defer c.bg.Done()
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrNotObtained, err)
+	}
+	l, err := c.newLock(key, ttl)
+	if err != nil {
+		return nil, err
+	}
+
+	announce := c.announce(acquiredNotice, key, l.token, age)
+	start := time.Now()
+	r := c.fanOut(ctx, "lock", key, c.deadline(start, ttl), nil, func(ctx context.Context, n *node) (bool, error) {
+		if !l.holds[n.index].send() {
+			l.holds[n.index].finish(false, nil)
+			return false, errGivenUp
+		}
+		yes, err := n.acquire(ctx, key, l.token, ttl, announce)
+		if l.holds[n.index].finish(yes, err) {
+			c.releaseNode(n, key, l.token, ttl)
+		}
+		return yes, err
+	})
+	if l.won(r) {
+		return l, nil
+	}
+	// Spec step 4: release everywhere, including nodes that failed or timed
+	// out, since their SET may have landed and only the reply been lost.
+	l.abandon(ttl)
+	return nil, r.error(ErrNotObtained)
+}
+
+// newLock makes the Lock an acquisition round fills in. A fresh token per
+// round: a late release from an earlier, failed round can then never remove
+// a key this one counted.
+func (c *Client) newLock(key string, ttl time.Duration) (*Lock, error) {
+	id, err := uuid.NewRandom()
+	if err != nil {
+		return nil, fmt.Errorf("redlock: token: %w", err)
+	}
+	return &Lock{c: c, key: key, token: id.String(), ttl: ttl, holds: newHolds(len(c.nodes))}, nil
+}
+
+// won reports whether acquisition round r obtained l with validity left,
+// and if so starts its validity.
+func (l *Lock) won(r *round) bool {
+	if !r.won() || validity(l.ttl, r.elapsed(), l.c.cfg.driftFactor) <= 0 {
+		return false
+	}
+	l.until = validUntil(r.start, l.ttl, l.c.cfg.driftFactor)
+	l.done = make(chan struct{})
+	l.mu.Lock() // expire may run before the assignment is done
+	l.timer = time.AfterFunc(time.Until(l.until), l.expire)
+	l.mu.Unlock()
+	return true
+}
+
+// releaseNode deletes key on n if it holds token, in the background, under
+// the node deadline; it is clean-up whose result nobody waits for.
+func (c *Client) releaseNode(n *node, key, token string, ttl time.Duration) {
+	c.bg.Add(1)
+	go func() {
+		defer c.bg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), c.nodeTimeout(ttl))
+		defer cancel()
+		_, _, _ = n.release(ctx, key, token, notice{})
+	}()
+}
+
+// abandon gives up every node of a failed attempt and releases those that
+// may hold our token; nodes still answering release themselves.
+func (l *Lock) abandon(ttl time.Duration) {
+	for i := range l.holds {
+		if l.holds[i].abandon() {
+			l.c.releaseNode(l.c.nodes[i], l.key, l.token, ttl)
+		}
+	}
+}

@@ -1,0 +1,138 @@
+// The hand-off: Unlock passing a lock straight to the Client's next local
+// waiter in one round, and what a failed one leaves to Unlock.
+
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+)
+
+// mayHandOff reports whether Unlock may pass the lock on key straight to
+// the Client's next local waiter: only while no other Client is known to
+// want the key, since they would never see it free.
+func (c *Client) mayHandOff(key string, until time.Time) bool {
+	return !c.cfg.noHandOff && time.Now().Before(until) && !c.wk.othersSeen(key)
+}
+
+// handOffCalls are a hand-off round's calls, one per node, for what comes
+// after the round: each call's hold records whether our token may still be
+// on its node (the script failed or did not answer), and replaced whether
+// the script replaced our token there.
+type handOffCalls struct {
+	holds    []*hold
+	replaced []bool    // written before the node's hold finishes
+	budget   time.Time // Unlock's node deadline, counted from before the hand-off
+}
+
+// outcome tells Unlock, after a lost hand-off, what the hand-off did on
+// node i: settled is true when it answered, and then yes (it replaced our
+// token: nothing of ours is left there) or no (the key was free or
+// another's). A call still running is waited for within ctx and Unlock's
+// node deadline, counted from before the hand-off (so that hung masters
+// cost one deadline, not two); if it does not answer by then, settled is
+// true with ErrNodeTimeout, and the call releases our token itself if it
+// fails. When it failed, settled is false: our token may be there, and
+// Unlock releases it.
+func (hc *handOffCalls) outcome(ctx context.Context, i int) (yes bool, err error, settled bool) {
+	h := hc.holds[i]
+	ctx, cancel := context.WithDeadline(ctx, hc.budget)
+	defer cancel()
+	switch err := h.await(ctx); {
+	case errors.Is(err, ErrNodeRefused): // answered without error
+		return hc.replaced[i], nil, true
+	case err != nil:
+		h.abandon()
+		return false, ErrNodeTimeout, true
+	}
+	h.abandon()
+	return false, nil, false
+}
+
+// handOff gives the lock, valid until until for ttl, to next, the Client's
+// next local waiter, in one round instead of a release round and an acquisition round: on every node
+// the hand-off script replaces our token with a fresh one for next's TTL
+// (or takes the key if it is free), so the key is never free in between.
+// It succeeds when a majority of nodes replaced our token, which both
+// releases our lock and obtains the new one; the new lock's validity is
+// computed as for any acquisition, from the round's start.
+//
+// When it succeeds it returns ok and Unlock's error, and releases our token
+// on the nodes where the script failed (a master at maxmemory answers OOM),
+// where it may be left. When the round failed, it rolls the new token back
+// and returns the calls, from which Unlock's deletes learn what is left.
+func (l *Lock) handOff(ctx context.Context, next *turnWaiter, until time.Time, ttl time.Duration) (bool, *handOffCalls, error) {
+	c := l.c
+	nl, err := c.newLock(l.key, next.ttl)
+	if err != nil {
+		return false, nil, nil
+	}
+	calls := &handOffCalls{
+		holds:    newHolds(len(c.nodes)),
+		replaced: make([]bool, len(c.nodes)),
+		budget:   time.Now().Add(c.nodeTimeout(ttl)),
+	}
+	announce := c.announce(acquiredNotice, l.key, nl.token, 0)
+	own := c.wk.listening(l.key)
+	var heard atomic.Int64
+	start := time.Now()
+	r := c.fanOut(context.WithoutCancel(ctx), "hand-off", l.key, c.deadline(start, nl.ttl), nil,
+		func(ctx context.Context, n *node) (bool, error) {
+			// Our own SET first: a hand-off that overtook it would find
+			// the key free and leave our late SET behind.
+			_ = l.holds[n.index].await(ctx)
+			state, receivers, err := n.handOff(ctx, l.key, l.token, nl.token, nl.ttl, announce)
+			maxInto(&heard, receivers)
+			if nl.holds[n.index].finish(err == nil && state != handOffRefused, err) {
+				c.releaseNode(n, l.key, nl.token, nl.ttl)
+			}
+			calls.replaced[n.index] = err == nil && state == handOffReplaced
+			if calls.holds[n.index].finish(false, err) {
+				// Given up before it answered, and it failed: our
+				// token may be there.
+				c.releaseNode(n, l.key, l.token, ttl)
+			}
+			// Only a node that held our token votes yes: the lock
+			// passes as a whole from a majority of ours, or not at all.
+			return err == nil && state == handOffReplaced, err
+		})
+	if heard.Load() > own {
+		c.wk.othersListen(l.key, false)
+	}
+	l.endBy(r.decided)
+	if !nl.won(r) {
+		nl.abandon(nl.ttl)
+		return false, calls, nil
+	}
+	// Won: Unlock sends no deletes, so clean up here what the hand-off may
+	// have left of our token — where its script failed, now or when it
+	// answers, and where our own SET had not answered yet.
+	for i, n := range c.nodes {
+		if calls.holds[i].abandon() {
+			c.releaseNode(n, l.key, l.token, ttl)
+		}
+		if h := l.holds[i]; !h.finished() && h.abandon() {
+			c.releaseNode(n, l.key, l.token, ttl)
+		}
+	}
+	nl.passTurnAtEnd(c.turns.passer(l.key))
+	next.served <- nl
+	c.handOffs.Add(1)
+	if r.decided.Before(until) {
+		return true, nil, nil
+	}
+	return true, nil, fmt.Errorf("%w: %q: handed to the next waiter after the validity ended", ErrNotHeld, l.key)
+}
+
+// maxInto raises a to v if v is larger.
+func maxInto(a *atomic.Int64, v int64) {
+	for {
+		cur := a.Load()
+		if v <= cur || a.CompareAndSwap(cur, v) {
+			return
+		}
+	}
+}

@@ -1,0 +1,114 @@
+// Options and defaults: what New can be told, checked when it is called.
+
+package redlock
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"time"
+)
+
+// Defaults for the options.
+const (
+	// DefaultMaxNodeTimeout caps the default per-node deadline, which is
+	// otherwise a tenth of the TTL.
+	DefaultMaxNodeTimeout = 250 * time.Millisecond
+	// DefaultRetryMin and DefaultRetryMax bound Lock's wait between attempts.
+	DefaultRetryMin = 10 * time.Millisecond
+	DefaultRetryMax = 250 * time.Millisecond
+)
+
+// An Option configures a Client. Options are checked by New, which returns
+// an error matching ErrInvalidArgument for a value out of range.
+type Option func(*config) error
+
+type config struct {
+	nodeTimeout time.Duration // 0: derived from the TTL
+	driftFactor float64
+	retryMin    time.Duration
+	retryMax    time.Duration
+
+	// Off only in tests and benchmarks that measure what they save,
+	// except noWake.
+	noQueue   bool          // no per-key FIFO of local waiters
+	noWake    bool          // no pub/sub notices (WithoutNotices)
+	noHandOff bool          // Unlock never passes a lock straight to a local waiter
+	linger    time.Duration // how long a key's subscription outlives its waiters
+}
+
+// subscribeTimeout bounds one SUBSCRIBE or UNSUBSCRIBE call.
+func (cfg *config) subscribeTimeout() time.Duration {
+	if cfg.nodeTimeout > 0 {
+		return cfg.nodeTimeout
+	}
+	return DefaultMaxNodeTimeout
+}
+
+// WithNodeTimeout sets the deadline each node has to answer one request,
+// enforced by the Client whatever the go-redis client's own timeouts are. A
+// node that misses it counts as failed (ErrNodeTimeout) for that request.
+//
+// The default is a tenth of the TTL (or of the extension), at most
+// DefaultMaxNodeTimeout, so that an attempt always leaves most of the
+// validity. d must be positive.
+func WithNodeTimeout(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: node timeout %v is not positive", ErrInvalidArgument, d)
+		}
+		c.nodeTimeout = d
+		return nil
+	}
+}
+
+// WithDriftFactor sets the share of the TTL given up for clock drift
+// between the client and the masters: validity = ttl − elapsed − (ttl·f + 2 ms).
+// The default is DefaultDriftFactor (0.01). f must be in [0, 1).
+func WithDriftFactor(f float64) Option {
+	return func(c *config) error {
+		if !(f >= 0 && f < 1) { // also rejects NaN
+			return fmt.Errorf("%w: drift factor %v is not in [0, 1)", ErrInvalidArgument, f)
+		}
+		c.driftFactor = f
+		return nil
+	}
+}
+
+// WithRetryDelay bounds Lock's jittered, capped exponential backoff: the
+// k-th wait (from 0) is drawn uniformly from [min, min(max, min·2^(k+1))],
+// so competing clients fall out of step. The defaults are DefaultRetryMin
+// and DefaultRetryMax. It requires 0 < min ≤ max.
+func WithRetryDelay(min, max time.Duration) Option {
+	return func(c *config) error {
+		if min <= 0 || max < min {
+			return fmt.Errorf("%w: retry delay [%v, %v] needs 0 < min ≤ max", ErrInvalidArgument, min, max)
+		}
+		c.retryMin, c.retryMax = min, max
+		return nil
+	}
+}
+
+// WithoutNotices turns the pub/sub notices off: the scripts publish nothing
+// and the Client subscribes to nothing, so a waiting Lock learns of a
+// release only by its next attempt (see WithRetryDelay), and waiters of
+// different Clients are no longer ordered by seniority. Use it where the
+// masters' ACL grants no channel rights, or pub/sub is unwanted.
+//
+// Without it, a master that refuses a notice (a Redis 7 ACL user without
+// channel rights) is sent none for a while: locks keep working there, and
+// waiting falls back to the backoff for what that master would have told.
+func WithoutNotices() Option {
+	return func(c *config) error {
+		c.noWake = true
+		return nil
+	}
+}
+
+// backoff is the wait after the k-th failed attempt (from 0).
+func (cfg *config) backoff(k int) time.Duration {
+	hi := cfg.retryMax
+	if k < 62 && cfg.retryMin <= cfg.retryMax>>(k+1) {
+		hi = cfg.retryMin << (k + 1)
+	}
+	return cfg.retryMin + rand.N(hi-cfg.retryMin+1)
+}

@@ -1,0 +1,111 @@
+// The per-key FIFO of a Client's own waiters (turns).
+
+package redlock
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// turns is the per-key FIFO of local waiters.
+type turns struct {
+	closing <-chan struct{} // the Client's: waiters return ErrClosed
+
+	mu sync.Mutex
+	q  map[string]*turnQueue
+}
+
+type turnQueue struct {
+	waiters []*turnWaiter
+}
+
+// A turnWaiter is a queued Lock call. It is served exactly once: with the
+// turn alone (a nil *Lock), or with the turn and a lock handed over by the
+// previous holder.
+type turnWaiter struct {
+	ttl    time.Duration
+	served chan *Lock // buffered: serving never blocks
+}
+
+// take waits for key's turn in FIFO order and returns the function that
+// passes it on (safe to call more than once), with the lock if the previous
+// holder handed it over; or ctx's error, or ErrClosed.
+func (t *turns) take(ctx context.Context, key string, ttl time.Duration) (func(), *Lock, error) {
+	t.mu.Lock()
+	if t.q == nil {
+		t.q = map[string]*turnQueue{}
+	}
+	q, busy := t.q[key]
+	if !busy {
+		t.q[key] = &turnQueue{}
+		t.mu.Unlock()
+		return t.passer(key), nil, nil
+	}
+	me := &turnWaiter{ttl: ttl, served: make(chan *Lock, 1)}
+	q.waiters = append(q.waiters, me)
+	t.mu.Unlock()
+
+	var quit error
+	select {
+	case l := <-me.served:
+		return t.passer(key), l, nil
+	case <-ctx.Done():
+		quit = ctx.Err()
+	case <-t.closing:
+		quit = ErrClosed
+	}
+	t.mu.Lock()
+	for i, w := range q.waiters {
+		if w == me {
+			q.waiters = append(q.waiters[:i], q.waiters[i+1:]...)
+			t.mu.Unlock()
+			return nil, nil, quit
+		}
+	}
+	t.mu.Unlock()
+	// We were being served as ctx ended or Close came (a hand-off takes
+	// one round). Like x/sync's semaphore, keep a lock that was handed
+	// over rather than give it back: that would take another round, which
+	// a closed Client cannot make, and would leave its keys behind.
+	if l := <-me.served; l != nil {
+		return t.passer(key), l, nil
+	}
+	t.passer(key)()
+	return nil, nil, quit
+}
+
+// claim removes key's first waiter from the queue, to be served by the
+// caller, who holds the turn and passes it to that waiter with serve; nil
+// when nobody waits.
+func (t *turns) claim(key string) *turnWaiter {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	q := t.q[key]
+	if q == nil || len(q.waiters) == 0 {
+		return nil
+	}
+	w := q.waiters[0]
+	q.waiters = q.waiters[1:]
+	return w
+}
+
+// passer returns the idempotent function that hands key's turn to the next
+// waiter, or frees it.
+func (t *turns) passer(key string) func() {
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			t.mu.Lock()
+			defer t.mu.Unlock()
+			q := t.q[key]
+			if len(q.waiters) == 0 {
+				delete(t.q, key)
+				return
+			}
+			next := q.waiters[0]
+			q.waiters = q.waiters[1:]
+			next.served <- nil
+		})
+	}
+}

@@ -1,0 +1,261 @@
+// Notices to waiters: one pub/sub subscription per master, the keys watched,
+// and the goroutines that fold notices into them.
+
+package redlock
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Notices. Each node announces, on the key's notice channel, every lock
+// taken there ("acquired <client> <token>", from the acquire script) and
+// every Unlock ("released <client> <token>", from the release script;
+// clean-up after failed attempts stays silent). A Client subscribes while
+// it has waiters for the key, and some time after (subscriptionLinger), and
+// folds the notices of all nodes into one view per key: the lock was just
+// released, or a majority of nodes just gave it to one token (taken).
+//
+// Waiters of different Clients act on that view so as to spend few commands
+// and to share the lock fairly:
+//
+//   - After a release notice, every waiter draws a random delay in a
+//     contention window before its attempt; the first to fire takes the lock
+//     and its "acquired" notices reach the others before they fire, and they
+//     stand down without sending anything. A waiter whose attempt still lost
+//     widens its window (up to maxWindowFactor attempt durations); one that
+//     stood down narrows it a little.
+//   - A Client that heard other Clients take the key recently does not barge:
+//     its next Lock of the key (the releaser's own, typically) waits its turn
+//     in the same window, or, if another Client holds the key, waits for the
+//     release instead of making an attempt that must fail.
+//
+// All of this is a shortcut: a lost notice costs a waiter its backoff delay,
+// never liveness or safety, since the backoff timer always runs and every
+// decision to hold a lock is the Redlock majority's.
+
+// subscriptionLinger is how long a key's subscription outlives its last
+// waiter.
+const subscriptionLinger = time.Second
+
+// waker delivers notices to the Client's waiters.
+type waker struct {
+	c  *Client
+	wg sync.WaitGroup // its goroutines, which live until close
+
+	mu     sync.Mutex
+	keys   map[string]*keyWatch
+	subs   []*nodeSub // per node, created with the first watch
+	closed bool
+}
+
+// nodeSub is the subscription connection to one node, with the queue of
+// SUBSCRIBE/UNSUBSCRIBE calls its goroutine sends in order.
+type nodeSub struct {
+	index   int
+	ps      *redis.PubSub
+	mu      sync.Mutex
+	pending []subOp
+	kick    chan struct{}
+}
+
+type subOp struct {
+	subscribe bool
+	channel   string
+}
+
+// watch returns a reference to key's watch, subscribing if there is none;
+// nil when notices are off.
+func (w *waker) watch(key string) *watcher {
+	return w.ref(key, true)
+}
+
+// existing returns a reference to key's watch if there is one (a waiter
+// has it, or it lingers), nil otherwise.
+func (w *waker) existing(key string) *watcher {
+	return w.ref(key, false)
+}
+
+func (w *waker) ref(key string, create bool) *watcher {
+	if w.c.cfg.noWake {
+		return nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return nil
+	}
+	kw := w.keys[key]
+	if kw == nil {
+		if !create {
+			return nil
+		}
+		if w.subs == nil {
+			w.start()
+		}
+		if w.keys == nil {
+			w.keys = map[string]*keyWatch{}
+		}
+		kw = &keyWatch{ch: make(chan struct{}), factor: initSlotFactor}
+		w.keys[key] = kw
+		w.queue(subOp{true, noticeChannel(key)})
+	}
+	if kw.linger != nil {
+		kw.linger.Stop()
+		kw.linger = nil
+	}
+	kw.refs++
+	return &watcher{w: w, key: key, kw: kw}
+}
+
+// listening is how many subscriptions of this Client hear key's notices on
+// one node: 1 when it watches key, 0 otherwise.
+func (w *waker) listening(key string) int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.keys[key] != nil {
+		return 1
+	}
+	return 0
+}
+
+// othersSeen reports whether another Client was heard to want key lately.
+func (w *waker) othersSeen(key string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	kw := w.keys[key]
+	return kw != nil && time.Since(kw.othersAt) < w.c.cfg.linger
+}
+
+// othersListen records that a notice of this Client's reached subscribers
+// of other Clients: they want key. The Client watches key from now on (the
+// watch lingers), so that its next waiters wait their turn among them.
+// freed tells whether the notice was a release.
+func (w *waker) othersListen(key string, freed bool) {
+	h := w.watch(key)
+	if h == nil {
+		return
+	}
+	w.mu.Lock()
+	h.kw.othersAt = time.Now()
+	if freed && h.kw.latest == noEvent {
+		h.kw.latest = released
+	}
+	w.mu.Unlock()
+	h.close()
+}
+
+// noteReleased records this Client's own Unlock of key at once, before its
+// notices come back, so that its next Lock of key sees the key released.
+func (w *waker) noteReleased(key, token string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if kw := w.keys[key]; kw != nil {
+		kw.event(released, false, token)
+	}
+}
+
+// start opens one PubSub per node and a goroutine each for its messages and
+// its subscription calls. Called with w.mu held.
+func (w *waker) start() {
+	for _, n := range w.c.nodes {
+		s := &nodeSub{index: n.index, ps: n.client.Subscribe(context.Background()), kick: make(chan struct{}, 1)}
+		w.subs = append(w.subs, s)
+		w.wg.Add(2)
+		go func() {
+			defer w.wg.Done()
+			w.receive(s)
+		}()
+		go func() {
+			defer w.wg.Done()
+			w.send(s)
+		}()
+	}
+}
+
+// queue adds a subscription call for every node. Called with w.mu held.
+func (w *waker) queue(op subOp) {
+	for _, s := range w.subs {
+		s.mu.Lock()
+		s.pending = append(s.pending, op)
+		s.mu.Unlock()
+		select {
+		case s.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// send makes the queued subscription calls in order, until Close. A failed
+// call is not retried: go-redis re-subscribes a reconnected PubSub to its
+// channels, and a waiter without notices still has its backoff timer.
+func (w *waker) send(s *nodeSub) {
+	for range s.kick {
+		s.mu.Lock()
+		ops := s.pending
+		s.pending = nil
+		s.mu.Unlock()
+		for _, op := range ops {
+			ctx, cancel := context.WithTimeout(context.Background(), w.c.cfg.subscribeTimeout())
+			if op.subscribe {
+				_ = s.ps.Subscribe(ctx, op.channel)
+			} else {
+				_ = s.ps.Unsubscribe(ctx, op.channel)
+			}
+			cancel()
+		}
+	}
+}
+
+// receive folds node s's notices into the watches, until the PubSub is
+// closed.
+func (w *waker) receive(s *nodeSub) {
+	for msg := range s.ps.Channel() {
+		key, ok := strings.CutPrefix(msg.Channel, noticePrefix)
+		if !ok {
+			continue
+		}
+		kind, client, token, age, ok := parseNotice(msg.Payload)
+		if !ok {
+			continue
+		}
+		foreign := client != w.c.id
+		w.mu.Lock()
+		if kw := w.keys[key]; kw != nil {
+			if foreign {
+				kw.othersAt = time.Now()
+			}
+			switch {
+			case kind == releasedNotice:
+				kw.event(released, foreign, token)
+			case kw.vote(token, s.index, len(w.c.nodes)) == w.c.quorum && !kw.wasReleased(token):
+				kw.depth += (float64(age) - kw.depth) / 4
+				kw.event(taken, foreign, token)
+			}
+		}
+		w.mu.Unlock()
+	}
+}
+
+// close ends every subscription and waits for its goroutines.
+func (w *waker) close() {
+	w.mu.Lock()
+	if !w.closed {
+		w.closed = true
+		for _, kw := range w.keys {
+			if kw.linger != nil {
+				kw.linger.Stop()
+			}
+		}
+		for _, s := range w.subs {
+			_ = s.ps.Close()
+			close(s.kick)
+		}
+	}
+	w.mu.Unlock()
+	w.wg.Wait()
+}

@@ -1,0 +1,228 @@
+// What a Client knows of a key from its notices, and how its waiters act on
+// it: seniority slots after a release, standing down when another takes it.
+
+package redlock
+
+import (
+	"math"
+	"math/rand/v2"
+	"sync"
+	"time"
+)
+
+// A slot, the spacing between waiters of different seniority, in attempt
+// durations: long enough for the one in the slot before to take the lock
+// and announce it.
+const (
+	minSlotFactor  = 1
+	initSlotFactor = 2
+	maxSlotFactor  = 8
+)
+
+// event is the latest state of a key, as the notices tell it.
+type event int
+
+// approach is how a Lock call starts, given what its Client knows of the key.
+type approach int
+
+// keyWatch is what a Client knows of one key from its notices.
+type keyWatch struct {
+	refs   int
+	linger *time.Timer // unsubscribes once refs has stayed 0 for subscriptionLinger
+
+	ch       chan struct{} // closed, and replaced, on each new event
+	latest   event
+	foreign  bool      // the latest event came from another Client
+	holder   string    // the token of the latest taken event, until released
+	othersAt time.Time // when another Client's lock or release was last heard
+
+	released [8]string // tokens whose release was heard: each node repeats it
+	nextRel  int
+	votes    [8]tokenVotes // nodes that announced each recent acquisition
+	nextVote int
+
+	round  time.Duration // attempt duration, moving average
+	factor float64       // a slot is factor × round
+	depth  float64       // the age at which waiters lately won the key
+}
+
+type tokenVotes struct {
+	token string
+	nodes []bool
+	n     int
+}
+
+// A watcher is one waiter's reference to a keyWatch. Its methods may be
+// called on a nil *watcher, which knows nothing (notices are off).
+type watcher struct {
+	w    *waker
+	key  string
+	kw   *keyWatch
+	once sync.Once
+}
+
+// close drops the reference; the subscription lingers a while after the
+// last one.
+func (h *watcher) close() {
+	if h == nil {
+		return
+	}
+	h.once.Do(func() {
+		w, kw := h.w, h.kw
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if kw.refs--; kw.refs > 0 || w.closed {
+			return
+		}
+		kw.linger = time.AfterFunc(w.c.cfg.linger, func() {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			if kw.refs == 0 && w.keys[h.key] == kw && !w.closed {
+				delete(w.keys, h.key)
+				w.queue(subOp{false, noticeChannel(h.key)})
+			}
+		})
+	})
+}
+
+// events returns the channel closed at the next event. Take it before an
+// attempt, so that an event during the attempt is not missed.
+func (h *watcher) events() <-chan struct{} {
+	if h == nil {
+		return nil
+	}
+	h.w.mu.Lock()
+	defer h.w.mu.Unlock()
+	return h.kw.ch
+}
+
+// latest returns the key's latest event.
+func (h *watcher) latest() event {
+	if h == nil {
+		return noEvent
+	}
+	h.w.mu.Lock()
+	defer h.w.mu.Unlock()
+	return h.kw.latest
+}
+
+// approach tells how a Lock call should start.
+func (h *watcher) approach() approach {
+	if h == nil {
+		return attemptNow
+	}
+	h.w.mu.Lock()
+	defer h.w.mu.Unlock()
+	kw := h.kw
+	switch {
+	case kw.latest == taken && kw.foreign:
+		return waitFirst
+	case kw.latest == released && time.Since(kw.othersAt) < h.w.c.cfg.linger:
+		return jitterFirst
+	}
+	return attemptNow
+}
+
+// delay draws the wait before an attempt after a release, for a waiter that
+// has seen age releases go to others. Waiters go in order of seniority: one
+// slot for each release fewer than the recent winners had seen, plus a
+// random part of a slot. The longest waiter thus usually goes first, and
+// the next ones hear it take the key before their turn and stand down.
+func (h *watcher) delay(age int) time.Duration {
+	h.w.mu.Lock()
+	defer h.w.mu.Unlock()
+	kw := h.kw
+	slot := time.Duration(kw.factor * float64(kw.round))
+	ahead := max(0, min(math.Round(kw.depth)-float64(age), 64))
+	// Never longer than the backoff could be: notices steer the order, the
+	// timer bounds the wait.
+	return min(time.Duration(ahead)*slot+rand.N(slot/2+1), h.w.c.cfg.retryMax)
+}
+
+// attempted records how long an attempt took and, for one made after a
+// delay, whether it lost to another waiter's (which widens the window).
+func (h *watcher) attempted(took time.Duration, delayed, lost bool) {
+	if h == nil {
+		return
+	}
+	h.w.mu.Lock()
+	defer h.w.mu.Unlock()
+	if h.kw.round == 0 {
+		h.kw.round = took
+	}
+	h.kw.round += (took - h.kw.round) / 4
+	if delayed && lost {
+		h.kw.factor = min(1.25*h.kw.factor, maxSlotFactor)
+	}
+}
+
+// stoodDown records that another waiter took the lock before this one's
+// delay ran out: the slots separated them, so they may narrow a little.
+func (h *watcher) stoodDown() {
+	h.w.mu.Lock()
+	defer h.w.mu.Unlock()
+	h.kw.factor = max(h.kw.factor*0.98, minSlotFactor)
+}
+
+// event records a new event and wakes the watchers. A release already
+// heard (from another node, or noted by Unlock) is not news, and nor is the
+// release of a token other than the holder's: it comes from a node whose
+// notices lag, after a majority already gave the key to the next holder.
+func (kw *keyWatch) event(e event, foreign bool, token string) {
+	switch e {
+	case released:
+		stale := kw.holder != "" && kw.holder != token
+		if kw.wasReleased(token) || stale {
+			return
+		}
+		kw.released[kw.nextRel] = token
+		kw.nextRel = (kw.nextRel + 1) % len(kw.released)
+		kw.holder = ""
+	case taken:
+		kw.holder = token
+	}
+	kw.latest, kw.foreign = e, foreign
+	close(kw.ch)
+	kw.ch = make(chan struct{})
+}
+
+func (kw *keyWatch) wasReleased(token string) bool {
+	for _, t := range kw.released {
+		if t == token {
+			return true
+		}
+	}
+	return false
+}
+
+// vote counts node's announcement that it gave the key to token and returns
+// how many distinct nodes did.
+func (kw *keyWatch) vote(token string, node, nodes int) int {
+	for i := range kw.votes {
+		v := &kw.votes[i]
+		if v.token == token {
+			if !v.nodes[node] {
+				v.nodes[node] = true
+				v.n++
+			}
+			return v.n
+		}
+	}
+	v := &kw.votes[kw.nextVote]
+	kw.nextVote = (kw.nextVote + 1) % len(kw.votes)
+	*v = tokenVotes{token: token, nodes: make([]bool, nodes), n: 1}
+	v.nodes[node] = true
+	return 1
+}
+
+const (
+	noEvent  event = iota
+	released       // the last holder released the key
+	taken          // a majority of nodes gave the key to one token
+)
+
+const (
+	attemptNow  approach = iota // no contention known: try at once
+	jitterFirst                 // just released, others are waiting: draw a delay
+	waitFirst                   // another Client holds it: wait for the release
+)
