@@ -215,8 +215,8 @@ func TestDoneClosesAtTheValidityEnd(t *testing.T) {
 
 func TestDoneClosesAtUnlockAndStaysOpenAcrossExtend(t *testing.T) {
 	m := newMinis(t, 3, nil)
-	c := m.client()
 	ttl := scaled(100 * time.Millisecond)
+	c := m.client(WithNodeTimeout(ttl / 2)) // the default, ttl/10, is tight on a loaded machine
 	l := mustLock(t, c, "k", ttl)
 	first := l.Until()
 	if err := l.Extend(bg, 10*ttl); err != nil {

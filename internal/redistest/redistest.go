@@ -25,6 +25,15 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// SkipShort skips the test under go test -short: the real-server tiers are
+// not part of the inner loop.
+func SkipShort(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("real redis-server: skipped with -short")
+	}
+}
+
 // Binary returns the redis-server binary to run, or an error that says how
 // to install it.
 func Binary() (string, error) {
@@ -65,6 +74,7 @@ func Start(t testing.TB, extra ...string) *Server {
 // way.
 func StartEnv(t testing.TB, env []string, extra ...string) *Server {
 	t.Helper()
+	SkipShort(t)
 	bin, err := Binary()
 	if err != nil {
 		t.Fatal(err)

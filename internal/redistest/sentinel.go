@@ -22,6 +22,7 @@ type Sentinel struct {
 // masters. It is killed when the test ends.
 func StartSentinel(t testing.TB) *Sentinel {
 	t.Helper()
+	SkipShort(t)
 	bin, err := Binary()
 	if err != nil {
 		t.Fatal(err)
