@@ -1618,19 +1618,36 @@ func (g *generator) doSession(rng *rand.Rand, name string, gc *genClient, key st
 // replace closes a Client with calls in flight, in the background, and
 // puts a new one in its slot.
 func (g *generator) replace(rng *rand.Rand) {
-	sl := g.slots[rng.IntN(len(g.slots))]
+	i := rng.IntN(len(g.slots))
+	sl := g.slots[i]
 	next := g.newClient(rng.IntN(len(g.profiles)))
 	sl.mu.Lock()
 	old := sl.c
 	sl.c = next
 	sl.mu.Unlock()
+	// Now and then a lock of the closing Client outlives its Close (Close
+	// releases nothing): its validity ends on its own, and a Lock of its
+	// key after Close must not wait for that.
+	var kept string
+	if rng.IntN(3) == 0 {
+		key := g.keys[genShared+i]
+		ctx, cancel := context.WithTimeout(bg, chaosNodeD)
+		l, err := old.Lock(ctx, key, genOpLimit+scaled(200*time.Millisecond))
+		cancel()
+		g.count("Lock", err, false, acquireOutcomes, nil)
+		if err == nil {
+			g.s.hist.Acquired(old.name+"/kept", key, l.Token(), l.Until())
+			g.s.hist.NoteKey(key, "%s keeps %.8s across its Close", old.name, l.Token())
+			kept = key
+		}
+	}
 	g.s.hist.Note("closing Client %s, replaced by %s", old.name, next.name)
 	seed := rng.Uint64()
 	g.bg.Add(1)
 	go func() {
 		defer g.bg.Done()
 		g.close(old)
-		g.afterClose(rand.New(rand.NewPCG(seed, 3)), old)
+		g.afterClose(rand.New(rand.NewPCG(seed, 3)), old, kept)
 	}()
 }
 
@@ -1647,12 +1664,18 @@ func (g *generator) close(gc *genClient) {
 
 // afterClose makes calls on a closed Client: each must return ErrClosed at
 // once, also a Lock of a key another worker still holds through it.
-func (g *generator) afterClose(rng *rand.Rand, gc *genClient) {
+func (g *generator) afterClose(rng *rand.Rand, gc *genClient, kept string) {
 	for _, key := range g.keys {
-		ctx, cancel := context.WithTimeout(bg, genOpLimit+scaled(100*time.Millisecond))
+		// Time enough to wait behind a holder of the closed Client, which
+		// a Lock after Close must not do.
+		ctx, cancel := context.WithTimeout(bg, 2*genMaxTTL)
 		start := time.Now()
 		var err error
-		switch rng.IntN(3) {
+		op := rng.IntN(3)
+		if key == kept {
+			op = 1
+		}
+		switch op {
 		case 0:
 			_, err = gc.TryLock(ctx, key, g.ttl(rng))
 		case 1:
