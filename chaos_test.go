@@ -1382,13 +1382,12 @@ func (g *generator) held(rng *rand.Rand, holder, how string, ttl time.Duration, 
 		case r < 3:
 			x.Section(g.work(rng))
 		case r < 7:
-			g.extend(rng, gc, l, x, "Extend")
+			what := g.extend(rng, gc, l, x, "Extend")
 			if rng.IntN(3) == 0 {
-				g.checkLease(l, "after an Extend")
+				g.checkLease(l, "after "+what)
 			}
 		case r < 9:
-			g.extendPair(rng, gc, l, x)
-			g.checkLease(l, "after two concurrent Extends")
+			g.checkLease(l, "after "+g.extendPair(rng, gc, l, x))
 		default:
 			g.checkLease(l, "while held")
 		}
@@ -1422,11 +1421,13 @@ func (g *generator) held(rng *rand.Rand, holder, how string, ttl time.Duration, 
 	}
 }
 
-func (g *generator) extend(rng *rand.Rand, gc *genClient, l *Lock, x *chaos.Hold, kind string) {
+// extend runs one Extend of l to a random TTL, and describes it.
+func (g *generator) extend(rng *rand.Rand, gc *genClient, l *Lock, x *chaos.Hold, kind string) string {
 	ttl := g.ttl(rng)
 	ctx, cancel := callCtx(rng)
 	afterClose := gc.closed.Load()
 	start := time.Now()
+	left := l.Until().Sub(start)
 	err := l.Extend(ctx, ttl)
 	took := time.Since(start)
 	cancel()
@@ -1435,6 +1436,7 @@ func (g *generator) extend(rng *rand.Rand, gc *genClient, l *Lock, x *chaos.Hold
 	o := g.count(kind, err, afterClose, extendOutcomes, closedLockOps)
 	g.within(kind, took, genOpLimit, err)
 	g.s.hist.NoteKey(l.Key(), "%s %.8s (%v): %s, Until now %+v", kind, l.Token(), ttl, o, time.Until(until).Round(time.Millisecond))
+	return fmt.Sprintf("Extend(%v) with %v left: %s", ttl.Round(time.Millisecond), left.Round(time.Millisecond), o)
 }
 
 // strike lands a fault while a lock is held, where it changes what its
@@ -1459,19 +1461,22 @@ func (g *generator) strike(rng *rand.Rand, key string) {
 	}
 }
 
-// extendPair runs two Extends with different TTLs on l at once.
-func (g *generator) extendPair(rng *rand.Rand, gc *genClient, l *Lock, x *chaos.Hold) {
+// extendPair runs two Extends with random TTLs on l at once, and
+// describes them.
+func (g *generator) extendPair(rng *rand.Rand, gc *genClient, l *Lock, x *chaos.Hold) string {
 	r1, r2 := rand.New(rand.NewPCG(rng.Uint64(), 1)), rand.New(rand.NewPCG(rng.Uint64(), 2))
 	stagger := time.Duration(rng.Int64N(int64(time.Millisecond)))
 	var wg sync.WaitGroup
+	var d1, d2 string
 	wg.Add(2)
-	go func() { defer wg.Done(); g.extend(r1, gc, l, x, "Extend (pair)") }()
+	go func() { defer wg.Done(); d1 = g.extend(r1, gc, l, x, "Extend (pair)") }()
 	go func() {
 		defer wg.Done()
 		time.Sleep(stagger) // who goes first
-		g.extend(r2, gc, l, x, "Extend (pair)")
+		d2 = g.extend(r2, gc, l, x, "Extend (pair)")
 	}()
 	wg.Wait()
+	return d1 + " and, concurrently, " + d2
 }
 
 func (g *generator) unlock(rng *rand.Rand, holder string, gc *genClient, l *Lock, health chaos.Health, kind string) {
