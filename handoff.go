@@ -15,7 +15,24 @@ import (
 // the Client's next local waiter: only while no other Client is known to
 // want the key, since they would never see it free.
 func (c *Client) mayHandOff(key string, until time.Time) bool {
-	return !c.cfg.noHandOff && time.Now().Before(until) && !c.wk.othersSeen(key)
+	return !c.cfg.noHandOff && time.Now().Before(until) && !c.noticesOff() && !c.wk.othersSeen(key)
+}
+
+// noticesOff reports whether this Client cannot hear other Clients' waiters
+// (WithoutNotices, or a master refusing notices): it then never hands a lock
+// over, since a waiter of another Client that only polls would never find
+// the key free, and its next local waiter backs off before its first
+// attempt, leaving the key free long enough for them.
+func (c *Client) noticesOff() bool {
+	if c.cfg.noWake {
+		return true
+	}
+	for _, n := range c.nodes {
+		if n.refusesNotices() {
+			return true
+		}
+	}
+	return false
 }
 
 // handOffCalls are a hand-off round's calls, one per node, for what comes
@@ -66,7 +83,8 @@ func (hc *handOffCalls) outcome(ctx context.Context, i int) (yes bool, err error
 // and returns the calls, from which Unlock's deletes learn what is left.
 func (l *Lock) handOff(ctx context.Context, next *turnWaiter, until time.Time, ttl time.Duration) (bool, *handOffCalls, error) {
 	c := l.c
-	nl, err := c.newLock(l.key, next.ttl)
+	nttl := next.ttl // the goroutines below may outlive the round: never read nl.ttl there
+	nl, err := c.newLock(l.key, nttl)
 	if err != nil {
 		return false, nil, nil
 	}
@@ -79,15 +97,15 @@ func (l *Lock) handOff(ctx context.Context, next *turnWaiter, until time.Time, t
 	own := c.wk.listening(l.key)
 	var heard atomic.Int64
 	start := time.Now()
-	r := c.fanOut(context.WithoutCancel(ctx), "hand-off", l.key, c.deadline(start, nl.ttl), nil,
+	r := c.fanOut(context.WithoutCancel(ctx), "hand-off", l.key, c.deadline(start, nttl), nil,
 		func(ctx context.Context, n *node) (bool, error) {
 			// Our own SET first: a hand-off that overtook it would find
 			// the key free and leave our late SET behind.
 			_ = l.holds[n.index].await(ctx)
-			state, receivers, err := n.handOff(ctx, l.key, l.token, nl.token, nl.ttl, announce)
+			state, receivers, err := n.handOff(ctx, l.key, l.token, nl.token, nttl, announce)
 			maxInto(&heard, receivers)
 			if nl.holds[n.index].finish(err == nil && state != handOffRefused, err) {
-				c.releaseNode(n, l.key, nl.token, nl.ttl)
+				c.releaseNode(n, l.key, nl.token, nttl)
 			}
 			calls.replaced[n.index] = err == nil && state == handOffReplaced
 			if calls.holds[n.index].finish(false, err) {
@@ -104,7 +122,7 @@ func (l *Lock) handOff(ctx context.Context, next *turnWaiter, until time.Time, t
 	}
 	l.endBy(r.decided)
 	if !nl.won(r) {
-		nl.abandon(nl.ttl)
+		nl.abandon(nttl)
 		return false, calls, nil
 	}
 	// Won: Unlock sends no deletes, so clean up here what the hand-off may

@@ -29,10 +29,17 @@ const noticeRetry = time.Minute
 
 // notice returns announce, or no notice while n refuses them.
 func (n *node) notice(announce notice) notice {
-	if at := n.noticesRefused.Load(); at != 0 && time.Since(time.Unix(0, at)) < noticeRetry {
+	if n.refusesNotices() {
 		return notice{}
 	}
 	return announce
+}
+
+// refusesNotices reports whether n refused a notice less than noticeRetry
+// ago.
+func (n *node) refusesNotices() bool {
+	at := n.noticesRefused.Load()
+	return at != 0 && time.Since(time.Unix(0, at)) < noticeRetry
 }
 
 // refusedNotice records that n refused a notice.

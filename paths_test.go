@@ -622,3 +622,79 @@ func TestUnlockWhoseHandOffTimesOutWaitsOneDeadline(t *testing.T) {
 	cancel()
 	<-res
 }
+
+// Found by the second adversarial review: the hand-off round's goroutines
+// read the new lock's ttl after the waiter had it, while its Extend wrote
+// it (a data race under -race).
+func TestHandOffRoundDoesNotRaceTheWaitersExtend(t *testing.T) {
+	r := startReal(t, 5)
+	c := r.client(WithNodeTimeout(scaled(2 * time.Second)))
+	r.clients[4].AddHook(&scriptHook{script: acquireScript, after: func(context.Context) error {
+		// One slow master: the hand-off's goroutine for it waits for this
+		// SET first, and outlives the round.
+		time.Sleep(scaled(300 * time.Millisecond))
+		return nil
+	}})
+	holder, err := c.Lock(bg, "k", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *Lock, 1)
+	go func() {
+		l, err := c.Lock(bg, "k", time.Second)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	queued(t, c, "k", 1)
+	if err := holder.Unlock(bg); err != nil {
+		t.Fatal(err)
+	}
+	l := <-got
+	if err := l.Extend(bg, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Unlock(bg); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Found by the second adversarial review: with notices off, a Client whose
+// goroutines pass the lock among themselves by hand-off never left the key
+// free, and another Client's Lock starved. Without notices there is no
+// hand-off, and the next local waiter backs off before its first attempt.
+func TestWithoutNoticesOneClientDoesNotStarveAnother(t *testing.T) {
+	m := newMinis(t, 5, nil)
+	a := m.client(WithoutNotices())
+	b := m.client(WithoutNotices())
+	ctx, cancel := context.WithCancel(bg)
+	defer cancel()
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				l, err := a.Lock(ctx, "k", time.Second)
+				if err != nil {
+					continue
+				}
+				time.Sleep(5 * time.Millisecond) // the work under the lock
+				_ = l.Unlock(bg)
+			}
+		}()
+	}
+	queued(t, a, "k", 2) // a's goroutines contend among themselves
+	bctx, bcancel := context.WithTimeout(bg, scaled(5*time.Second))
+	defer bcancel()
+	start := time.Now()
+	l, err := b.Lock(bctx, "k", time.Second)
+	if err != nil {
+		t.Fatalf("another Client's Lock starved for %v: %v (hand-offs by a: %d)", time.Since(start), err, a.handOffs.Load())
+	}
+	t.Logf("another Client got the lock after %v", time.Since(start).Round(time.Millisecond))
+	_ = l.Unlock(bg)
+	cancel()
+	wg.Wait()
+}

@@ -30,8 +30,9 @@ type turnWaiter struct {
 
 // take waits for key's turn in FIFO order and returns the function that
 // passes it on (safe to call more than once), with the lock if the previous
-// holder handed it over; or ctx's error, or ErrClosed.
-func (t *turns) take(ctx context.Context, key string, ttl time.Duration) (func(), *Lock, error) {
+// holder handed it over, and whether it had to queue behind another
+// waiter; or ctx's error, or ErrClosed.
+func (t *turns) take(ctx context.Context, key string, ttl time.Duration) (pass func(), handed *Lock, queued bool, err error) {
 	t.mu.Lock()
 	if t.q == nil {
 		t.q = map[string]*turnQueue{}
@@ -40,7 +41,7 @@ func (t *turns) take(ctx context.Context, key string, ttl time.Duration) (func()
 	if !busy {
 		t.q[key] = &turnQueue{}
 		t.mu.Unlock()
-		return t.passer(key), nil, nil
+		return t.passer(key), nil, false, nil
 	}
 	me := &turnWaiter{ttl: ttl, served: make(chan *Lock, 1)}
 	q.waiters = append(q.waiters, me)
@@ -49,7 +50,7 @@ func (t *turns) take(ctx context.Context, key string, ttl time.Duration) (func()
 	var quit error
 	select {
 	case l := <-me.served:
-		return t.passer(key), l, nil
+		return t.passer(key), l, true, nil
 	case <-ctx.Done():
 		quit = ctx.Err()
 	case <-t.closing:
@@ -60,7 +61,7 @@ func (t *turns) take(ctx context.Context, key string, ttl time.Duration) (func()
 		if w == me {
 			q.waiters = append(q.waiters[:i], q.waiters[i+1:]...)
 			t.mu.Unlock()
-			return nil, nil, quit
+			return nil, nil, true, quit
 		}
 	}
 	t.mu.Unlock()
@@ -69,10 +70,10 @@ func (t *turns) take(ctx context.Context, key string, ttl time.Duration) (func()
 	// over rather than give it back: that would take another round, which
 	// a closed Client cannot make, and would leave its keys behind.
 	if l := <-me.served; l != nil {
-		return t.passer(key), l, nil
+		return t.passer(key), l, true, nil
 	}
 	t.passer(key)()
-	return nil, nil, quit
+	return nil, nil, true, quit
 }
 
 // claim removes key's first waiter from the queue, to be served by the

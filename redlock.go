@@ -182,16 +182,19 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration) (*Lock
 		return nil, ErrClosed
 	}
 	pass := func() {}
+	queued := false
 	if !c.cfg.noQueue {
 		var handed *Lock
-		if pass, handed, err = c.turns.take(ctx, key, ttl); err != nil {
+		if pass, handed, queued, err = c.turns.take(ctx, key, ttl); err != nil {
 			return nil, fmt.Errorf("%w: %q: waiting behind this Client's earlier waiters: %w", ErrNotObtained, key, err)
 		}
 		if handed != nil {
 			return handed, nil
 		}
 	}
-	l, err := c.wait(ctx, key, ttl)
+	// A waiter of another Client that cannot hear notices only polls: the
+	// next local waiter leaves the key free for a backoff first.
+	l, err := c.wait(ctx, key, ttl, queued && c.noticesOff())
 	if err != nil {
 		pass()
 		return nil, err

@@ -26,7 +26,7 @@ import (
 // release, a random delay in the contention window, then an attempt; when
 // another waiter takes the key during that delay, back to waiting, without
 // an attempt that must fail.
-func (c *Client) wait(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
+func (c *Client) wait(ctx context.Context, key string, ttl time.Duration, backOffFirst bool) (*Lock, error) {
 	// Only a key this Client saw contended lately has a watch: the first
 	// attempt on any other costs nothing extra.
 	w := c.wk.existing(key)
@@ -51,6 +51,9 @@ func (c *Client) wait(ctx context.Context, key string, ttl time.Duration) (*Lock
 	k := 0         // failed attempts, for the backoff
 	events := w.events()
 	state := w.approach()
+	if backOffFirst {
+		state = waitFirst
+	}
 	switch state {
 	case jitterFirst:
 		arm(w.delay(0))
