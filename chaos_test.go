@@ -42,7 +42,7 @@ var soakFlag = flag.Duration("chaos.soak", 0, "length of the random fault soak (
 const chaosClockNode = 2
 
 func TestChaos(t *testing.T) {
-	cl := chaos.Start(t, 5, chaos.Options{ClockNode: chaosClockNode, Users: []string{chaosUserRule}})
+	cl := chaos.Start(t, 5, chaos.Options{ClockNode: chaosClockNode, Users: []string{chaosUserRule, chaosSvcRule}})
 	nodes := cl.Clients(nil) // go-redis defaults: 3 s read timeout, 3 re-sends
 	if cl.Nodes[chaosClockNode].ClockFaked() {
 		t.Logf("clock jumps: libfaketime on node %d", chaosClockNode)
@@ -936,12 +936,17 @@ func soak(s *scenario, ld *load) {
 
 var genOpsFlag = flag.Int("chaos.ops", 0, "calls the whole-API fault generator (scenario 20) makes; default 20000")
 
-// The ACL user the generator's clients connect as; Admin stays the default
-// user.
+// The ACL users the generator's clients connect as; Admin stays the
+// default user. The schedule revokes the channel rights of chaosUser only:
+// a Client that meets a master refusing its notices stops handing locks
+// over, and chaosService's Clients keep them, as a second service with its
+// own ACL user would.
 const (
 	chaosUser     = "app"
+	chaosService  = "svc"
 	chaosPassword = "chaos-pw"
 	chaosUserRule = chaosUser + " on >" + chaosPassword + " ~* +@all &*"
+	chaosSvcRule  = chaosService + " on >" + chaosPassword + " ~* +@all &*"
 )
 
 // The generator's timings, all scaled.
@@ -962,6 +967,8 @@ var (
 	// Close waits for requests in flight, which go-redis with its defaults
 	// may hold for its 3 s read timeout on each of its 4 tries.
 	genCloseLimit = 4*3*time.Second + scaled(3*time.Second)
+	// A call this far past its bound has stalled: see stalled.
+	genStall = scaled(2 * time.Second)
 )
 
 // Workers, and slots of Clients they share: worker w mostly uses slot
@@ -982,7 +989,7 @@ type generator struct {
 	sched    *chaos.Schedule
 	tally    chaos.Tally
 	keys     []string
-	profiles [][]redis.UniversalClient // go-redis clients of the ACL user, per option set
+	profiles [][]redis.UniversalClient // go-redis clients of the ACL users, per option set
 	slots    []*genSlot
 	probe    *Client // property 7's
 	target   int64
@@ -994,7 +1001,10 @@ type generator struct {
 	relChecks   atomic.Int64
 	bg          sync.WaitGroup // Closes and property-6 checks in the background
 
+	dumped atomic.Bool // a stalled call's goroutine dump was taken
+
 	mu         sync.Mutex
+	dump       string                    // of the first stalled call
 	violations map[string][]genViolation // by property: the first few
 	counts     map[string]int            // by property
 	nclients   int
@@ -1056,7 +1066,8 @@ func generate(s *scenario) {
 	user := redis.Options{Username: chaosUser, Password: chaosPassword}
 	ctxUser := user
 	ctxUser.ContextTimeoutEnabled = true
-	g.profiles = [][]redis.UniversalClient{s.cl.Clients(&user), s.cl.Clients(&ctxUser)}
+	svc := redis.Options{Username: chaosService, Password: chaosPassword}
+	g.profiles = [][]redis.UniversalClient{s.cl.Clients(&user), s.cl.Clients(&ctxUser), s.cl.Clients(&svc)}
 	for _, cs := range g.profiles {
 		for i, c := range cs {
 			c.AddHook(g.calls.Hook(i))
@@ -1198,10 +1209,27 @@ func (g *generator) failing() bool {
 	return n >= 500
 }
 
-// within checks property 4 for one call.
-func (g *generator) within(what string, took, limit time.Duration, err error) {
+// stalled arms a dump of every goroutine's stack, taken once per run, for
+// a call still running at limit (well past its bound): the state of a hang
+// is gone by the time the call returns. Call the result when it does.
+func (g *generator) stalled(what string, limit time.Duration) (stop func() bool) {
+	return time.AfterFunc(limit, func() {
+		if g.dumped.Swap(true) {
+			return
+		}
+		var b strings.Builder
+		fmt.Fprintf(&b, "%s still running after %v; goroutines:\n", what, limit)
+		_ = pprof.Lookup("goroutine").WriteTo(&b, 1)
+		g.mu.Lock()
+		g.dump = b.String()
+		g.mu.Unlock()
+	}).Stop
+}
+
+// within checks property 4 for one call about key ("" for none).
+func (g *generator) within(key, what string, took, limit time.Duration, err error) {
 	if took > limit {
-		g.violation(pBound, "", "%s returned after %v, over its bound %v (%v)", what, took.Round(time.Millisecond), limit, err)
+		g.violation(pBound, key, "%s of %q returned after %v, over its bound %v (%v)", what, key, took.Round(time.Millisecond), limit, err)
 	}
 }
 
@@ -1337,11 +1365,13 @@ func (g *generator) tryLockSession(rng *rand.Rand, name string, gc *genClient, k
 	health := g.sched.Health()
 	afterClose := gc.closed.Load()
 	start := time.Now()
+	stop := g.stalled("TryLock", genOpLimit+genStall)
 	l, err := gc.TryLock(ctx, key, ttl)
 	took := time.Since(start)
+	stop()
 	cancel()
 	g.count("TryLock", err, afterClose, acquireOutcomes, closedOutcomes)
-	g.within("TryLock", took, genOpLimit, err)
+	g.within(key, "TryLock", took, genOpLimit, err)
 	if err == nil {
 		g.held(rng, name+"/"+gc.name, "TryLock", ttl, gc, l, health)
 	}
@@ -1353,12 +1383,14 @@ func (g *generator) lockSession(rng *rand.Rand, name string, gc *genClient, key 
 	deadline, _ := ctx.Deadline()
 	health := g.sched.Health()
 	afterClose := gc.closed.Load()
+	stop := g.stalled("Lock", max(time.Until(deadline), 0)+genWaitLimit+genStall)
 	l, err := gc.Lock(ctx, key, ttl)
 	returned := time.Now()
+	stop()
 	cancel()
 	g.count("Lock", err, afterClose, acquireOutcomes, closedOutcomes)
 	if !deadline.IsZero() {
-		g.within("Lock", returned.Sub(deadline), genWaitLimit, err)
+		g.within(key, "Lock", returned.Sub(deadline), genWaitLimit, err)
 	}
 	if err == nil {
 		g.held(rng, name+"/"+gc.name, "Lock", ttl, gc, l, health)
@@ -1428,13 +1460,15 @@ func (g *generator) extend(rng *rand.Rand, gc *genClient, l *Lock, x *chaos.Hold
 	afterClose := gc.closed.Load()
 	start := time.Now()
 	left := l.Until().Sub(start)
+	stop := g.stalled(kind, genOpLimit+genStall)
 	err := l.Extend(ctx, ttl)
 	took := time.Since(start)
+	stop()
 	cancel()
 	until := l.Until()
 	x.Told(until, time.Now())
 	o := g.count(kind, err, afterClose, extendOutcomes, closedLockOps)
-	g.within(kind, took, genOpLimit, err)
+	g.within(l.Key(), kind, took, genOpLimit, err)
 	g.s.hist.NoteKey(l.Key(), "%s %.8s (%v): %s, Until now %+v", kind, l.Token(), ttl, o, time.Until(until).Round(time.Millisecond))
 	return fmt.Sprintf("Extend(%v) with %v left: %s", ttl.Round(time.Millisecond), left.Round(time.Millisecond), o)
 }
@@ -1484,11 +1518,13 @@ func (g *generator) unlock(rng *rand.Rand, holder string, gc *genClient, l *Lock
 	afterClose := gc.closed.Load()
 	handOffs := gc.handOffs.Load()
 	start := time.Now()
+	stop := g.stalled(kind, genUnlockLimit+genStall)
 	err := l.Unlock(ctx)
 	took := time.Since(start)
+	stop()
 	cancel()
 	o := g.count(kind, err, afterClose, unlockOutcomes, closedLockOps)
-	g.within(kind, took, genUnlockLimit, err)
+	g.within(l.Key(), kind, took, genUnlockLimit, err)
 	if gc.handOffs.Load() != handOffs {
 		o += ", a hand-off by its Client meanwhile"
 	}
@@ -1610,14 +1646,14 @@ func (g *generator) doSession(rng *rand.Rand, name string, gc *genClient, key st
 	}
 	if ran.IsZero() {
 		if !deadline.IsZero() {
-			g.within(kind+" without the lock", done.Sub(deadline), genWaitLimit, err)
+			g.within(key, kind+" without the lock", done.Sub(deadline), genWaitLimit, err)
 		}
 		return
 	}
 	if !deadline.IsZero() {
-		g.within(kind+" wait", ran.Sub(deadline), genWaitLimit, err)
+		g.within(key, kind+" wait", ran.Sub(deadline), genWaitLimit, err)
 	}
-	g.within(kind+" after fn", done.Sub(returned), genAfterFn, err)
+	g.within(key, kind+" after fn", done.Sub(returned), genAfterFn, err)
 }
 
 // replace closes a Client with calls in flight, in the background, and
@@ -1664,7 +1700,7 @@ func (g *generator) close(gc *genClient) {
 	gc.closed.Store(true)
 	g.handOffs.Add(gc.handOffs.Load())
 	g.count("Close", err, false, []string{"ok"}, nil)
-	g.within("Close", took, genCloseLimit, err)
+	g.within("", "Close", took, genCloseLimit, err)
 }
 
 // afterClose makes calls on a closed Client: each must return ErrClosed at
@@ -1694,7 +1730,7 @@ func (g *generator) afterClose(rng *rand.Rand, gc *genClient, kept string) {
 		took := time.Since(start)
 		cancel()
 		g.count("call after Close", err, true, nil, closedOutcomes)
-		g.within("call after Close", took, genOpLimit, err)
+		g.within(key, "call after Close", took, genOpLimit, err)
 	}
 }
 
@@ -1908,6 +1944,11 @@ func (g *generator) report() {
 	if g.handOffs.Load() == 0 {
 		t.Errorf("seed %d: no hand-off: the run did not test them", seed)
 	}
+	g.mu.Lock()
+	if g.dump != "" {
+		t.Logf("%s", g.dump)
+	}
+	g.mu.Unlock()
 	if t.Failed() {
 		t.Logf("replay the schedule with REDLOCK_CHAOS_SEED=%d", seed)
 	}
