@@ -968,7 +968,7 @@ var (
 	// may hold for its 3 s read timeout on each of its 4 tries.
 	genCloseLimit = 4*3*time.Second + scaled(3*time.Second)
 	// A call this far past its bound has stalled: see stalled.
-	genStall = scaled(2 * time.Second)
+	genStall = scaled(500 * time.Millisecond)
 )
 
 // Workers, and slots of Clients they share: worker w mostly uses slot
@@ -1571,8 +1571,10 @@ func (g *generator) doSession(rng *rand.Rand, name string, gc *genClient, key st
 	afterClose := gc.closed.Load()
 	holder := name + "/" + gc.name + "/do"
 	var ran, returned time.Time
+	stop := g.stalled(kind+" wait", max(time.Until(deadline), 0)+genWaitLimit+genStall)
 	fn := func(fctx context.Context) error {
 		ran = time.Now()
+		stop()
 		defer func() { returned = time.Now() }()
 		// The window ends with fn's context, or when fn returns; a context
 		// already done means the lock is not to be trusted: no window.
@@ -1619,6 +1621,7 @@ func (g *generator) doSession(rng *rand.Rand, name string, gc *genClient, key st
 		err = gc.Do(ctx, key, ttl, fn)
 	}()
 	done := time.Now()
+	stop()
 
 	g.ops.Add(1)
 	o := outcome(err)
