@@ -698,3 +698,54 @@ func TestWithoutNoticesOneClientDoesNotStarveAnother(t *testing.T) {
 	cancel()
 	wg.Wait()
 }
+
+// Found by the fault generator: Close held the waker's mutex while closing
+// a subscription whose SUBSCRIBE a hung master held for the driver's read
+// timeout, and every waiter of the Client, returning ErrClosed, queued on
+// that mutex for seconds past its deadline.
+func TestCloseDoesNotStallWaitersBehindAHungSubscription(t *testing.T) {
+	r := startReal(t, 5)
+	holder := r.client()
+	if _, err := holder.TryLock(bg, "k", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(r.clients, WithNodeTimeout(scaled(50*time.Millisecond)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.servers[0].Pause() // its SUBSCRIBE will hang for go-redis's 3 s read timeout
+	defer r.servers[0].Resume()
+	ctx, cancel := context.WithTimeout(bg, time.Minute)
+	defer cancel()
+	res := lockInBackground(ctx, c, "k")
+	// The waiter's first attempt fails; it then subscribes, on every master.
+	within(t, scaled(5*time.Second), "the subscriptions", func() bool {
+		for {
+			n := 0
+			for _, a := range r.admin[1:] {
+				if m, err := a.PubSubNumSub(bg, noticeChannel("k")).Result(); err == nil && m[noticeChannel("k")] > 0 {
+					n++
+				}
+			}
+			if n == 4 {
+				return true
+			}
+			time.Sleep(time.Millisecond) // no signal for another client's SUBSCRIBE
+		}
+	})
+	closed := make(chan struct{})
+	go func() {
+		_ = c.Close() // may wait for the hung SUBSCRIBE: that is documented
+		close(closed)
+	}()
+	select {
+	case err := <-res:
+		if !errors.Is(err, ErrClosed) {
+			t.Fatalf("the waiter's Lock at Close = %v, want ErrClosed", err)
+		}
+	case <-time.After(scaled(time.Second)):
+		t.Fatal("the waiter's Lock did not return at Close: it waits behind the hung subscription")
+	}
+	r.servers[0].Resume()
+	<-closed
+}

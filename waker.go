@@ -244,18 +244,25 @@ func (w *waker) receive(s *nodeSub) {
 // close ends every subscription and waits for its goroutines.
 func (w *waker) close() {
 	w.mu.Lock()
+	var subs []*nodeSub
 	if !w.closed {
-		w.closed = true
+		w.closed = true // queue sends nothing more on a kick
 		for _, kw := range w.keys {
 			if kw.linger != nil {
 				kw.linger.Stop()
 			}
 		}
-		for _, s := range w.subs {
-			_ = s.ps.Close()
+		subs = w.subs
+		for _, s := range subs {
 			close(s.kick)
 		}
 	}
 	w.mu.Unlock()
+	// Not under w.mu: PubSub.Close waits for a SUBSCRIBE in flight, which
+	// a hung master holds for the driver's read timeout, and the Client's
+	// waiters, returning ErrClosed meanwhile, need w.mu to let go.
+	for _, s := range subs {
+		_ = s.ps.Close()
+	}
 	w.wg.Wait()
 }
