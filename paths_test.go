@@ -620,7 +620,7 @@ func TestUnlockWhoseHandOffTimesOutWaitsOneDeadline(t *testing.T) {
 		t.Fatalf("Unlock took %v with a majority hung; the node deadline is %v", took, nt)
 	}
 	cancel()
-	<-res
+	_ = <-res // the waiter gives up with ctx; its outcome is not what is tested
 }
 
 // Found by the second adversarial review: the hand-off round's goroutines
