@@ -251,21 +251,30 @@ func TestExtendThatEndsNotHeldLeavesNoKeys(t *testing.T) {
 	}
 }
 
+// lockWithAWaiter takes "k" with c.Lock for ttl, which holds the turn a
+// hand-off needs, and queues a second Lock of c behind it (a minute, within
+// ctx), whose outcome res reports.
+func lockWithAWaiter(ctx context.Context, t *testing.T, c *Client, ttl time.Duration) (holder *Lock, res <-chan error) {
+	t.Helper()
+	holder, err := c.Lock(bg, "k", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	settle(c)
+	res = lockInBackground(ctx, c, "k")
+	queued(t, c, "k", 1)
+	return holder, res
+}
+
 // Defect 3: a hand-off that fails on every master (maxmemory: the
 // hand-off's SET answers OOM) must still release the lock, return nil and
 // let the waiter try at once, not after the TTL.
 func TestFailedHandOffReleasesAndServesTheWaiter(t *testing.T) {
 	r := startReal(t, 5)
 	c := r.client()
-	holder, err := c.Lock(bg, "k", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	settle(c)
 	ctx, cancel := context.WithTimeout(bg, scaled(20*time.Second))
 	defer cancel()
-	res := lockInBackground(ctx, c, "k")
-	queued(t, c, "k", 1)
+	holder, res := lockWithAWaiter(ctx, t, c, time.Minute)
 	r.setMaxmemory(t, "1", 0, 1, 2, 3, 4)
 	if err := holder.Unlock(bg); err != nil {
 		t.Fatalf("Unlock whose hand-off failed on OOM = %v, want nil (the deletes still work)", err)
@@ -297,13 +306,7 @@ func TestFailedHandOffReleasesAndServesTheWaiter(t *testing.T) {
 func TestWinningHandOffLeavesNoOldTokenWhereItErrored(t *testing.T) {
 	r := startReal(t, 5)
 	c := r.client()
-	holder, err := c.Lock(bg, "k", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	settle(c)
-	res := lockInBackground(bg, c, "k")
-	queued(t, c, "k", 1)
+	holder, res := lockWithAWaiter(bg, t, c, time.Minute)
 	r.setMaxmemory(t, "1", 0, 1)
 	if err := holder.Unlock(bg); err != nil {
 		t.Fatalf("Unlock: %v", err)
@@ -598,20 +601,14 @@ func TestUnlockWhoseHandOffTimesOutWaitsOneDeadline(t *testing.T) {
 	r := startReal(t, 5)
 	nt := scaled(200 * time.Millisecond)
 	c := r.client(WithNodeTimeout(nt))
-	holder, err := c.Lock(bg, "k", 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	settle(c)
 	ctx, cancel := context.WithCancel(bg)
 	defer cancel()
-	res := lockInBackground(ctx, c, "k")
-	queued(t, c, "k", 1)
+	holder, res := lockWithAWaiter(ctx, t, c, 10*time.Second)
 	for _, i := range []int{2, 3, 4} {
 		r.servers[i].Pause()
 	}
 	start := time.Now()
-	err = holder.Unlock(bg)
+	err := holder.Unlock(bg)
 	took := time.Since(start)
 	if !errors.Is(err, ErrNotHeld) || !errors.Is(err, ErrNodeTimeout) {
 		t.Fatalf("Unlock with a majority hung = %v, want ErrNotHeld with node timeouts", err)

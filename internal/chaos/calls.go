@@ -69,24 +69,7 @@ func (callsHook) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (h callsHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		tcs := h.c.tokens(cmd.Args())
-		for _, tc := range tcs {
-			tc.mu.Lock()
-			tc.pending[h.node]++
-			tc.mu.Unlock()
-		}
-		err := next(ctx, cmd)
-		var rerr redis.Error
-		answered := err == nil || errors.Is(err, redis.Nil) || (errors.As(err, &rerr) && !isNetErr(err))
-		for _, tc := range tcs {
-			tc.mu.Lock()
-			tc.pending[h.node]--
-			if !answered {
-				tc.lost[h.node] = true
-			}
-			tc.mu.Unlock()
-		}
-		return err
+		return h.track(h.c.tokens(cmd.Args()), func() error { return next(ctx, cmd) })
 	}
 }
 
@@ -96,24 +79,30 @@ func (h callsHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 		for _, cmd := range cmds {
 			tcs = append(tcs, h.c.tokens(cmd.Args())...)
 		}
-		for _, tc := range tcs {
-			tc.mu.Lock()
-			tc.pending[h.node]++
-			tc.mu.Unlock()
-		}
-		err := next(ctx, cmds)
-		var rerr redis.Error
-		answered := err == nil || errors.Is(err, redis.Nil) || (errors.As(err, &rerr) && !isNetErr(err))
-		for _, tc := range tcs {
-			tc.mu.Lock()
-			tc.pending[h.node]--
-			if !answered {
-				tc.lost[h.node] = true
-			}
-			tc.mu.Unlock()
-		}
-		return err
+		return h.track(tcs, func() error { return next(ctx, cmds) })
 	}
+}
+
+// track counts send as pending on h's node for each of tcs while it runs,
+// and marks it lost there if it got no answer.
+func (h callsHook) track(tcs []*tokenCalls, send func() error) error {
+	for _, tc := range tcs {
+		tc.mu.Lock()
+		tc.pending[h.node]++
+		tc.mu.Unlock()
+	}
+	err := send()
+	var rerr redis.Error
+	answered := err == nil || errors.Is(err, redis.Nil) || (errors.As(err, &rerr) && !isNetErr(err))
+	for _, tc := range tcs {
+		tc.mu.Lock()
+		tc.pending[h.node]--
+		if !answered {
+			tc.lost[h.node] = true
+		}
+		tc.mu.Unlock()
+	}
+	return err
 }
 
 // isNetErr reports an error of the connection rather than a reply.
