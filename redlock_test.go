@@ -19,9 +19,12 @@ import (
 
 func TestMain(m *testing.M) {
 	// Toxiproxy (the fault suite's proxy, not the library) can leave a
-	// toxic's pipe goroutine blocked on a link that closed while a toxic
+	// toxic's pipe goroutines blocked on a link that closed while a toxic
 	// was being removed; only goroutines started inside it are ignored.
-	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2/toxics.(*ToxicStub).Run"))
+	goleak.VerifyTestMain(m,
+		goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2/toxics.(*ToxicStub).Run"),
+		goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2.(*ToxicLink).read"),
+		goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2.(*ToxicLink).write"))
 }
 
 var bg = context.Background()
