@@ -6,6 +6,11 @@
 //
 //	go run ./internal/mutants            # every mutant (make mutants)
 //	go run ./internal/mutants -run drift # those whose name contains "drift"
+//	go run ./internal/mutants -generator 8000  # also the fault generator on each
+//
+// With -generator N, each mutant also meets N calls of the whole-API fault
+// generator (TestChaos/20), which knows nothing of the bug: the report says
+// whether it caught it too. Only the named tests decide the exit status.
 //
 // Each mutant is a literal replacement that must match exactly once.
 package main
@@ -122,6 +127,8 @@ var mutants = []mutant{
 func main() {
 	run := flag.String("run", "", "only the mutants whose name contains this")
 	timeout := flag.Duration("timeout", 5*time.Minute, "for one mutant's tests")
+	generator := flag.Int("generator", 0, "also run this many calls of the fault generator on each mutant")
+	seed := flag.String("seed", "", "REDLOCK_CHAOS_SEED for the generator (default: random)")
 	flag.Parse()
 
 	root, err := moduleRoot()
@@ -135,8 +142,17 @@ func main() {
 		}
 		ran++
 		start := time.Now()
-		verdict, detail := try(root, m, *timeout)
+		verdict, detail := try(root, m, "^("+m.killers+")$", nil, *timeout)
 		fmt.Printf("%-36s %-8s %6.1fs  %s\n", m.name, verdict, time.Since(start).Seconds(), m.killers)
+		if *generator > 0 {
+			start := time.Now()
+			env := []string{"REDLOCK_CHAOS_SEED=" + *seed}
+			if *seed == "" {
+				env = nil
+			}
+			g, _ := try(root, m, "^TestChaos$/^20_", append(env, fmt.Sprintf("-chaos.ops=%d", *generator)), *timeout)
+			fmt.Printf("%-36s %-8s %6.1fs  the fault generator, %d calls\n", "", g, time.Since(start).Seconds(), *generator)
+		}
 		switch verdict {
 		case "killed":
 		case "SURVIVED":
@@ -153,8 +169,10 @@ func main() {
 	}
 }
 
-// try applies m to a fresh copy of the module and runs its killers.
-func try(root string, m mutant, timeout time.Duration) (verdict, detail string) {
+// try applies m to a fresh copy of the module and runs the tests that
+// match run (go test -run); extra holds NAME=value environment entries and -flags for
+// the test binary.
+func try(root string, m mutant, run string, extra []string, timeout time.Duration) (verdict, detail string) {
 	dir, err := os.MkdirTemp("", "redlock-mutant-")
 	if err != nil {
 		return "ERROR", err.Error()
@@ -177,8 +195,21 @@ func try(root string, m mutant, timeout time.Duration) (verdict, detail string) 
 
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "test", "-count=1", "-run", "^("+m.killers+")$", ".")
+	args := []string{"test", "-count=1", "-run", run, "."}
+	var env, flags []string
+	for _, e := range extra {
+		if strings.HasPrefix(e, "-") {
+			flags = append(flags, e)
+		} else {
+			env = append(env, e)
+		}
+	}
+	if len(flags) > 0 {
+		args = append(append(args, "-args"), flags...)
+	}
+	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.CombinedOutput()
 	switch {
 	case err == nil:
