@@ -59,6 +59,9 @@ type Node struct {
 	// for up to a second, and Admin must work right after a restart.
 	reader *redis.Client
 
+	t   testing.TB
+	srv *toxiproxy.ApiServer // for a Proxy that replaces a stuck one
+
 	clockFile string // libfaketime's timestamp file; "" when the clock is real
 	mu        sync.Mutex
 	toxics    []string
@@ -109,11 +112,8 @@ func Start(t testing.TB, n int, opt Options) *Cluster {
 		// ctx instead of go-redis's 3 s read timeout.
 		node.Admin = node.Server.Client(&redis.Options{MaxRetries: -1, ContextTimeoutEnabled: true})
 		node.reader = node.Server.Client(&redis.Options{MaxRetries: -1, ContextTimeoutEnabled: true})
-		node.Proxy = toxiproxy.NewProxy(srv, fmt.Sprintf("redis%d", i), "127.0.0.1:0", node.Server.Addr)
-		if err := node.Proxy.Start(); err != nil {
-			t.Fatalf("chaos: proxy for node %d: %v", i, err)
-		}
-		t.Cleanup(node.Proxy.Stop)
+		node.t, node.srv = t, srv
+		node.startProxy("127.0.0.1:0")
 		c.Nodes = append(c.Nodes, node)
 	}
 	return c
@@ -273,13 +273,46 @@ func (n *Node) ResetConnections() error {
 // Heal removes the node's network faults. Removing a toxic that swallowed
 // data closes the connections it held, so clients waiting on them get an
 // error at once instead of waiting out their read timeout.
+//
+// Toxiproxy can deadlock removing a toxic from a link that is busy
+// flushing: RemoveToxic then waits forever, holding the proxy's toxics
+// lock. After healTimeout the proxy is replaced by a fresh one on the same
+// address instead, which drops every connection as a removal would; the
+// stuck goroutines are Toxiproxy's, left behind.
 func (n *Node) Heal() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	for _, name := range n.toxics {
-		_ = n.Proxy.Toxics.RemoveToxic(context.Background(), name)
+	if len(n.toxics) == 0 {
+		return
+	}
+	proxy, names := n.Proxy, n.toxics
+	removed := make(chan struct{})
+	go func() {
+		defer close(removed)
+		for _, name := range names {
+			_ = proxy.Toxics.RemoveToxic(context.Background(), name)
+		}
+	}()
+	select {
+	case <-removed:
+	case <-time.After(healTimeout):
+		proxy.Stop()
+		n.startProxy(proxy.Listen)
 	}
 	n.toxics = nil
+}
+
+// healTimeout bounds a toxic's removal (see Heal).
+const healTimeout = 2 * time.Second
+
+// startProxy puts a new proxy to the node's server on listen.
+func (n *Node) startProxy(listen string) {
+	p := toxiproxy.NewProxy(n.srv, fmt.Sprintf("redis%d", n.Index), listen, n.Server.Addr)
+	if err := p.Start(); err != nil {
+		n.t.Fatalf("chaos: proxy for node %d: %v", n.Index, err)
+	}
+	n.t.Cleanup(p.Stop)
+	n.Proxy = p
 }
 
 // EnableAOF switches the running node to appendfsync always and waits until

@@ -150,7 +150,11 @@ func main() {
 			if *seed == "" {
 				env = nil
 			}
-			g, _ := try(root, m, "^TestChaos$/^20_", append(env, fmt.Sprintf("-chaos.ops=%d", *generator)), *timeout)
+			g, out := try(root, m, "^TestChaos$/^20_", append(env, fmt.Sprintf("-chaos.ops=%d", *generator)), *timeout)
+			if g == "killed" && !violation.MatchString(out) {
+				g = "FAILED" // for another reason than a property: see its output
+				fmt.Println(indent(out))
+			}
 			fmt.Printf("%-36s %-8s %6.1fs  the fault generator, %d calls\n", "", g, time.Since(start).Seconds(), *generator)
 		}
 		switch verdict {
@@ -215,13 +219,16 @@ func try(root string, m mutant, run string, extra []string, timeout time.Duratio
 	case err == nil:
 		return "SURVIVED", tail(out)
 	case ctx.Err() != nil:
-		return "killed", "" // a test that hangs on the bug catches it too
+		return "killed", tail(out) // a test that hangs on the bug catches it too
 	case failedTest.Match(out):
-		return "killed", ""
+		return "killed", string(out)
 	default:
 		return "BROKEN", tail(out) // the mutant did not build, or no test ran
 	}
 }
+
+// violation matches the fault generator's report of a broken property.
+var violation = regexp.MustCompile(`property \S+: \d+ violations|SAFETY VIOLATION`)
 
 // failedTest matches go test's report of a failed or panicking test, as
 // opposed to a build failure.
