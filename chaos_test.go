@@ -1146,6 +1146,9 @@ func generate(s *scenario) {
 		// A removal Toxiproxy deadlocked in, left behind by chaos.Node.Heal.
 		goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2.(*ToxicCollection).RemoveToxic"),
 		goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2.(*ToxicLink).RemoveToxic"),
+		// The proxy that replaced a stuck one runs until the test's cleanup.
+		goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2.(*Proxy).server"),
+		goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2.(*Proxy).freeBlocker"),
 		// The process-exit watcher of each master the schedule restarted.
 		goleak.IgnoreAnyFunction("github.com/redlock-go/redlock/internal/redistest.(*Server).start.func1"))
 }

@@ -228,7 +228,7 @@ func try(root string, m mutant, run string, extra []string, timeout time.Duratio
 }
 
 // violation matches the fault generator's report of a broken property.
-var violation = regexp.MustCompile(`property \S+: \d+ violations|SAFETY VIOLATION`)
+var violation = regexp.MustCompile(`property .*: \d+ violations|SAFETY VIOLATION`)
 
 // failedTest matches go test's report of a failed or panicking test, as
 // opposed to a build failure.
