@@ -787,28 +787,6 @@ func countIn(vals []string, v string) int {
 	return n
 }
 
-// commandCalls is how many calls of the named commands (lower case, as
-// INFO commandstats spells them) the server has run.
-func commandCalls(tb testing.TB, admin *redis.Client, names ...string) int64 {
-	tb.Helper()
-	info, err := admin.Info(bg, "commandstats").Result()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	var n int64
-	for _, line := range strings.Split(info, "\n") {
-		for _, name := range names {
-			if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+name+":"); ok {
-				var calls int64
-				if _, err := fmt.Sscanf(rest, "calls=%d", &calls); err == nil {
-					n += calls
-				}
-			}
-		}
-	}
-	return n
-}
-
 // soak runs the load ld while a seeded random schedule injects the
 // faults that must stay safe: pauses, kills with restarts delayed past the
 // TTL, black holes, lost replies, latency and resets, on at most two nodes

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -204,4 +205,26 @@ func tryLock(ctx context.Context, c *Client, key string, ttl time.Duration) func
 		l, err := c.TryLock(ctx, key, ttl)
 		return lockResult{l, err}
 	}
+}
+
+// commandCalls is how many calls of the named commands (lower case, as
+// INFO commandstats spells them) the server has run.
+func commandCalls(tb testing.TB, admin *redis.Client, names ...string) int64 {
+	tb.Helper()
+	info, err := admin.Info(bg, "commandstats").Result()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var n int64
+	for _, line := range strings.Split(info, "\n") {
+		for _, name := range names {
+			if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+name+":"); ok {
+				var calls int64
+				if _, err := fmt.Sscanf(rest, "calls=%d", &calls); err == nil {
+					n += calls
+				}
+			}
+		}
+	}
+	return n
 }
