@@ -80,26 +80,35 @@ func StartEnv(t testing.TB, env []string, extra ...string) *Server {
 		t.Fatal(err)
 	}
 	s := &Server{t: t, bin: bin, Dir: t.TempDir(), env: env}
-	var lastErr error
-	for try := 0; try < 5; try++ { // a free port can be taken between probe and bind
-		port, err := freePort()
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		s.args = append([]string{
-			"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+	s.startOnAFreePort("redis-server", func(port string) []string {
+		return append([]string{
+			"--port", port, "--bind", "127.0.0.1",
 			"--dir", s.Dir, "--save", "", "--appendonly", "no",
 			"--protected-mode", "no", "--daemonize", "no", "--logfile", "redis.log",
 			"--enable-debug-command", "local",
 		}, extra...)
+	})
+	return s
+}
+
+// startOnAFreePort starts the process with args(port) on a free loopback
+// port, trying again when the port was taken between probe and bind, and
+// kills it when the test ends; it fails the test if it cannot.
+func (s *Server) startOnAFreePort(what string, args func(port string) []string) {
+	var lastErr error
+	for try := 0; try < 5; try++ {
+		port, err := freePort()
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		s.args = args(strconv.Itoa(port))
 		if lastErr = s.start(s.args); lastErr == nil {
-			t.Cleanup(s.kill)
-			return s
+			s.t.Cleanup(s.kill)
+			return
 		}
 	}
-	t.Fatalf("redistest: could not start redis-server: %v", lastErr)
-	return nil
+	s.t.Fatalf("redistest: could not start %s: %v", what, lastErr)
 }
 
 // StartN starts n independent servers.

@@ -5,7 +5,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
@@ -33,24 +32,13 @@ func StartSentinel(t testing.TB) *Sentinel {
 	if err := os.WriteFile(conf, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var lastErr error
-	for try := 0; try < 5; try++ { // a free port can be taken between probe and bind
-		port, err := freePort()
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		s.args = []string{
-			conf, "--sentinel", "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+	s.startOnAFreePort("a sentinel", func(port string) []string {
+		return []string{
+			conf, "--sentinel", "--port", port, "--bind", "127.0.0.1",
 			"--dir", s.Dir, "--protected-mode", "no", "--daemonize", "no", "--logfile", "redis.log",
 		}
-		if lastErr = s.start(s.args); lastErr == nil {
-			t.Cleanup(s.kill)
-			return &Sentinel{s}
-		}
-	}
-	t.Fatalf("redistest: could not start a sentinel: %v", lastErr)
-	return nil
+	})
+	return &Sentinel{s}
 }
 
 // Monitor makes the sentinel watch master under name (quorum 1) and returns
