@@ -80,14 +80,7 @@ func exerciseEveryCall(t *testing.T, c *Client, key string, waitBound time.Durat
 	if err := holder.Unlock(bg); err != nil {
 		t.Fatalf("Unlock: %v", err)
 	}
-	select {
-	case err := <-got:
-		if err != nil {
-			t.Fatalf("contended Lock: %v", err)
-		}
-	case <-time.After(waitBound):
-		t.Fatalf("contended Lock did not get the lock within %v of its release", waitBound)
-	}
+	awaitLockWithin(t, got, waitBound, fmt.Sprintf("contended Lock did not get the lock within %v of its release", waitBound))
 	t.Logf("contended Lock got the lock %v after the release", time.Since(released).Round(time.Millisecond))
 
 	ran := false
@@ -181,14 +174,7 @@ func TestMinimalACLWithNotices(t *testing.T) {
 	if err := holder.Unlock(bg); err != nil {
 		t.Fatalf("Unlock: %v", err)
 	}
-	select {
-	case err := <-got:
-		if err != nil {
-			t.Fatalf("waiter: %v", err)
-		}
-	case <-time.After(scaled(2 * time.Second)): // the backoff is 5 s
-		t.Fatal("the waiter did not wake on the release notice")
-	}
+	awaitLock(t, got, "the waiter did not wake on the release notice") // its backoff is 5 s
 	for i, a := range r.admin {
 		if n := refusedPublishes(t, a); n != 0 {
 			t.Errorf("node %d refused %d notices under the minimal ACL with notices", i, n)

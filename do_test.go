@@ -445,12 +445,18 @@ func lockInBackground(ctx context.Context, c *Client, key string) <-chan error {
 // succeeds within a generous bound.
 func awaitLock(t *testing.T, res <-chan error, hung string) {
 	t.Helper()
+	awaitLockWithin(t, res, scaled(2*time.Second), hung)
+}
+
+// awaitLockWithin is awaitLock with the bound given.
+func awaitLockWithin(t *testing.T, res <-chan error, bound time.Duration, hung string) {
+	t.Helper()
 	select {
 	case err := <-res:
 		if err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(scaled(2 * time.Second)):
+	case <-time.After(bound):
 		t.Fatal(hung)
 	}
 }
