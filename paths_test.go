@@ -402,8 +402,14 @@ func TestCloseEndsALockWaitingOnItsBackoff(t *testing.T) {
 	}
 	c := m.client(WithRetryDelay(time.Hour, time.Hour))
 	res := lockInBackground(bg, c, "k")
-	// The first attempt fails at once; then it waits on its hour-long backoff.
-	time.Sleep(scaled(100 * time.Millisecond)) // no signal exists for "is waiting"; a late start only makes the test pass for the wrong reason less often
+	// The first attempt fails at once; the waiter then subscribes to the
+	// key's notices and waits on its hour-long backoff.
+	within(t, scaled(5*time.Second), "the waiter's subscription", func() bool {
+		for m.servers[0].PubSubNumSub(noticeChannel("k"))[noticeChannel("k")] == 0 {
+			time.Sleep(time.Millisecond) // miniredis has no signal for a SUBSCRIBE
+		}
+		return true
+	})
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
