@@ -116,6 +116,13 @@ var mutants = []mutant{
 		killers: "TestLockAfterCloseReturnsErrClosed",
 	},
 	{
+		name:    "backing-off-lock-ignores-close",
+		file:    "retry.go",
+		from:    "			case <-c.closing:\n				return nil, fmt.Errorf(\"%w: %q: %w while waiting\", ErrNotObtained, key, ErrClosed)\n			}\n\n		case jitterFirst:",
+		to:      "			}\n\n		case jitterFirst:",
+		killers: "TestCloseEndsALockWaitingOnItsBackoff",
+	},
+	{
 		name:    "round-waits-past-the-validity",
 		file:    "redlock.go",
 		from:    "	if end := validUntil(start, ttl, c.cfg.driftFactor); end.Before(d) {\n		return end\n	}",
