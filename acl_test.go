@@ -89,6 +89,19 @@ func exerciseEveryCall(t *testing.T, c *Client, key string, waitBound time.Durat
 	}
 }
 
+// exerciseEveryCallAs runs exerciseEveryCall on a Client over nodes (an
+// ACL user's clients) with a short backoff, and waits for its clean-up.
+func exerciseEveryCallAs(t *testing.T, nodes []redis.UniversalClient, opts ...Option) {
+	t.Helper()
+	c, err := New(nodes, append(opts, WithRetryDelay(10*time.Millisecond, 50*time.Millisecond))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	exerciseEveryCall(t, c, "lk:a", scaled(2*time.Second))
+	settle(c)
+}
+
 // refusedPublishes is how many PUBLISH calls the node refused for want of
 // channel rights, from its ACL log.
 func refusedPublishes(t *testing.T, admin *redis.Client) int64 {
@@ -108,14 +121,7 @@ func refusedPublishes(t *testing.T, admin *redis.Client) int64 {
 
 func TestACLUserWithoutChannelRightsCanUseEveryCall(t *testing.T) {
 	r := startReal(t, 5)
-	nodes := r.aclClients("app", "~*", "+@all", "resetchannels")
-	c, err := New(nodes, WithRetryDelay(10*time.Millisecond, 50*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	exerciseEveryCall(t, c, "lk:a", scaled(2*time.Second))
-	settle(c)
+	exerciseEveryCallAs(t, r.aclClients("app", "~*", "+@all", "resetchannels"))
 	for i, a := range r.admin {
 		// Found out by the first script on each master, not paid for on
 		// every call.
@@ -127,14 +133,7 @@ func TestACLUserWithoutChannelRightsCanUseEveryCall(t *testing.T) {
 
 func TestMinimalACLWithoutNotices(t *testing.T) {
 	r := startReal(t, 5)
-	nodes := r.aclClients("app", aclWithoutNotices...)
-	c, err := New(nodes, WithoutNotices(), WithRetryDelay(10*time.Millisecond, 50*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	exerciseEveryCall(t, c, "lk:a", scaled(2*time.Second))
-	settle(c)
+	exerciseEveryCallAs(t, r.aclClients("app", aclWithoutNotices...), WithoutNotices())
 	for i, a := range r.admin {
 		if n := refusedPublishes(t, a); n != 0 {
 			t.Errorf("node %d was sent %d notices with notices off", i, n)
