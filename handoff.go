@@ -70,9 +70,10 @@ func (hc *handOffCalls) outcome(ctx context.Context, i int) (yes bool, err error
 }
 
 // handOff gives the lock, valid until until for ttl, to next, the Client's
-// next local waiter, in one round instead of a release round and an acquisition round: on every node
-// the hand-off script replaces our token with a fresh one for next's TTL
-// (or takes the key if it is free), so the key is never free in between.
+// next local waiter, in one round instead of a release round and an
+// acquisition round: on every node the hand-off script replaces our token
+// with a fresh one for next's TTL (or takes the key if it is free), so the
+// key is never free in between.
 // It succeeds when a majority of nodes replaced our token, which both
 // releases our lock and obtains the new one; the new lock's validity is
 // computed as for any acquisition, from the round's start.
