@@ -88,7 +88,7 @@ func BenchmarkFiveNodesOnePaused(b *testing.B) {
 // jittered polling in the same run.
 func withoutWaitShortcuts() Option {
 	return func(cfg *config) error {
-		cfg.noQueue, cfg.noWake, cfg.noHandOff = true, true, true
+		cfg.test.noQueue, cfg.noNotices, cfg.test.noHandOff = true, true, true
 		return nil
 	}
 }
@@ -96,7 +96,7 @@ func withoutWaitShortcuts() Option {
 // withoutHandOff turns off only the hand-off, to measure what it adds.
 func withoutHandOff() Option {
 	return func(cfg *config) error {
-		cfg.noHandOff = true
+		cfg.test.noHandOff = true
 		return nil
 	}
 }

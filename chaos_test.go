@@ -749,7 +749,7 @@ var scenarios = []struct {
 	{"19_hand_offs_under_faults", func(s *scenario) {
 		ld := s.contendShared(3, chaosTTL)
 		soak(s, ld)
-		n := ld.clients[0].handOffs.Load()
+		n := ld.clients[0].cfg.test.handOffs.Load()
 		s.t.Logf("%d hand-offs", n)
 		if n == 0 {
 			s.t.Fatal("no hand-off: the scenario did not test them")
@@ -1500,7 +1500,7 @@ func (g *generator) extendPair(rng *rand.Rand, gc *genClient, l *Lock, x *chaos.
 func (g *generator) unlock(rng *rand.Rand, holder string, gc *genClient, l *Lock, health chaos.Health, kind string) {
 	ctx, cancel := callCtx(rng) // Unlock sends its deletes even with ctx ended
 	afterClose := gc.closed.Load()
-	handOffs := gc.handOffs.Load()
+	handOffs := gc.cfg.test.handOffs.Load()
 	start := time.Now()
 	stop := g.stalled(kind, genUnlockLimit+genStall)
 	err := l.Unlock(ctx)
@@ -1509,7 +1509,7 @@ func (g *generator) unlock(rng *rand.Rand, holder string, gc *genClient, l *Lock
 	cancel()
 	o := g.count(kind, err, afterClose, unlockOutcomes, closedLockOps)
 	g.within(l.Key(), kind, took, genUnlockLimit, err)
-	if gc.handOffs.Load() != handOffs {
+	if gc.cfg.test.handOffs.Load() != handOffs {
 		o += ", a hand-off by its Client meanwhile"
 	}
 	g.s.hist.NoteKey(l.Key(), "%s %s %.8s: %s (%v)", holder, kind, l.Token(), o, err)
@@ -1685,7 +1685,7 @@ func (g *generator) close(gc *genClient) {
 	err := gc.Close()
 	took := time.Since(start)
 	gc.closed.Store(true)
-	g.handOffs.Add(gc.handOffs.Load())
+	g.handOffs.Add(gc.cfg.test.handOffs.Load())
 	g.count("Close", err, false, []string{"ok"}, nil)
 	g.within("", "Close", took, genCloseLimit, err)
 }

@@ -6,7 +6,6 @@ package redlock
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync/atomic"
 	"time"
 )
@@ -15,7 +14,7 @@ import (
 // the Client's next local waiter: only while no other Client is known to
 // want the key, since they would never see it free.
 func (c *Client) mayHandOff(key string, until time.Time) bool {
-	return !c.cfg.noHandOff && time.Now().Before(until) && !c.noticesOff() && !c.wk.othersSeen(key)
+	return !c.cfg.test.noHandOff && time.Now().Before(until) && !c.noticesOff() && !c.wk.othersSeen(key)
 }
 
 // noticesOff reports whether this Client cannot hear other Clients' waiters
@@ -24,7 +23,7 @@ func (c *Client) mayHandOff(key string, until time.Time) bool {
 // the key free, and its next local waiter backs off before its first
 // attempt, leaving the key free long enough for them.
 func (c *Client) noticesOff() bool {
-	if c.cfg.noWake {
+	if c.cfg.noNotices {
 		return true
 	}
 	for _, n := range c.nodes {
@@ -69,81 +68,107 @@ func (hc *handOffCalls) outcome(ctx context.Context, i int) (yes bool, err error
 	return false, nil, false
 }
 
-// handOff gives the lock, valid until until for ttl, to next, the Client's
-// next local waiter, in one round instead of a release round and an
-// acquisition round: on every node the hand-off script replaces our token
-// with a fresh one for next's TTL (or takes the key if it is free), so the
-// key is never free in between.
-// It succeeds when a majority of nodes replaced our token, which both
-// releases our lock and obtains the new one; the new lock's validity is
-// computed as for any acquisition, from the round's start.
+// handOff gives the lock to next, the Client's next local waiter, in one
+// round instead of a release round and an acquisition round: on every node
+// the hand-off script replaces our token with a fresh one for next's TTL
+// (or takes the key if it is free), so the key is never free in between.
+// ttl is our lock's. The round is won when a majority of nodes replaced our
+// token, which both releases our lock and obtains the new one; the new
+// lock's validity is computed as for any acquisition, from the round's
+// start.
 //
-// When it succeeds it returns ok and Unlock's error, and releases our token
-// on the nodes where the script failed (a master at maxmemory answers OOM),
-// where it may be left. When the round failed, it rolls the new token back
-// and returns the calls, from which Unlock's deletes learn what is left.
-func (l *Lock) handOff(ctx context.Context, next *turnWaiter, until time.Time, ttl time.Duration) (bool, *handOffCalls, error) {
+// Won, it serves next with the new lock, and releases our token on the
+// nodes where the script failed (a master at maxmemory answers OOM), where
+// it may be left. Lost, it rolls the new token back and returns the calls,
+// from which Unlock's deletes learn what is left. Either way our lock ended
+// when the round was decided.
+func (l *Lock) handOff(ctx context.Context, next *turnWaiter[Lock], ttl time.Duration) handOffResult {
 	c := l.c
-	nttl := next.ttl // the goroutines below may outlive the round: never read nl.ttl there
+	nttl := next.ttl
 	nl, err := c.newLock(l.key, nttl)
 	if err != nil {
-		return false, nil, nil
+		return handOffResult{}
 	}
-	calls := &handOffCalls{
-		holds:    newHolds(len(c.nodes)),
-		replaced: make([]bool, len(c.nodes)),
-		budget:   time.Now().Add(c.nodeTimeout(ttl)),
+	ho := &handOffRound{
+		l: l, nl: nl, ttl: ttl, nttl: nttl,
+		calls: &handOffCalls{
+			holds:    newHolds(len(c.nodes)),
+			replaced: make([]bool, len(c.nodes)),
+			budget:   time.Now().Add(c.nodeTimeout(ttl)),
+		},
+		announce: c.announce(acquiredNotice, l.key, nl.token, 0),
 	}
-	announce := c.announce(acquiredNotice, l.key, nl.token, 0)
 	own := c.wk.listening(l.key)
-	var heard atomic.Int64
 	start := time.Now()
-	r := c.fanOut(context.WithoutCancel(ctx), "hand-off", l.key, c.deadline(start, nttl), nil,
-		func(ctx context.Context, n *node) (bool, error) {
-			// Our own SET first: a hand-off that overtook it would find
-			// the key free and leave our late SET behind.
-			_ = l.holds[n.index].await(ctx)
-			state, receivers, err := n.handOff(ctx, l.key, l.token, nl.token, nttl, announce)
-			maxInto(&heard, receivers)
-			if nl.holds[n.index].finish(err == nil && state != handOffRefused, err) {
-				c.releaseNode(n, l.key, nl.token, nttl)
-			}
-			calls.replaced[n.index] = err == nil && state == handOffReplaced
-			if calls.holds[n.index].finish(false, err) {
-				// Given up before it answered, and it failed: our
-				// token may be there.
-				c.releaseNode(n, l.key, l.token, ttl)
-			}
-			// Only a node that held our token votes yes: the lock
-			// passes as a whole from a majority of ours, or not at all.
-			return err == nil && state == handOffReplaced, err
-		})
-	if heard.Load() > own {
+	r := c.fanOut(context.WithoutCancel(ctx), "hand-off", l.key, c.deadline(start, nttl), nil, ho.on)
+	if ho.heard.Load() > own {
 		c.wk.othersListen(l.key, false)
 	}
 	l.endBy(r.decided)
 	if !nl.won(r) {
 		nl.abandon(nttl)
-		return false, calls, nil
+		return handOffResult{decided: r.decided, lost: ho.calls}
 	}
-	// Won: Unlock sends no deletes, so clean up here what the hand-off may
-	// have left of our token — where its script failed, now or when it
-	// answers, and where our own SET had not answered yet.
+	ho.cleanUp()
+	nl.passTurnAtEnd(c.turns.passer(l.key))
+	next.serve(nl)
+	c.cfg.test.handOffs.Add(1)
+	return handOffResult{handed: true, decided: r.decided}
+}
+
+// A handOffResult is how a hand-off round ended.
+type handOffResult struct {
+	handed  bool          // a majority replaced our token: next has its lock
+	decided time.Time     // when the round was decided (zero if none ran)
+	lost    *handOffCalls // when not handed: what the round left, for Unlock
+}
+
+// A handOffRound is a hand-off in flight: our lock l passing to nl.
+type handOffRound struct {
+	l, nl    *Lock
+	ttl      time.Duration // l's, to release its token
+	nttl     time.Duration // nl's: the calls may outlive the round, never read nl.ttl there
+	calls    *handOffCalls
+	announce notice
+	heard    atomic.Int64 // the most subscribers an acquired notice reached
+}
+
+// on runs the hand-off script on node n. Only a node that held our token
+// votes yes: the lock passes as a whole from a majority of ours, or not at
+// all.
+func (ho *handOffRound) on(ctx context.Context, n *node) (bool, error) {
+	l, nl, c := ho.l, ho.nl, ho.l.c
+	// Our own SET first: a hand-off that overtook it would find the key
+	// free and leave our late SET behind.
+	_ = l.holds[n.index].await(ctx)
+	state, receivers, err := n.handOff(ctx, l.key, l.token, nl.token, ho.nttl, ho.announce)
+	maxInto(&ho.heard, receivers)
+	if nl.holds[n.index].finish(err == nil && state != handOffRefused, err) {
+		c.releaseNode(n, l.key, nl.token, ho.nttl)
+	}
+	replaced := err == nil && state == handOffReplaced
+	ho.calls.replaced[n.index] = replaced
+	if ho.calls.holds[n.index].finish(false, err) {
+		// Given up before it answered, and it failed: our token may be
+		// there.
+		c.releaseNode(n, l.key, l.token, ho.ttl)
+	}
+	return replaced, err
+}
+
+// cleanUp, after a won hand-off, releases what it may have left of our
+// token, since Unlock sends no deletes: where the script failed (now or
+// when it answers), and where our own SET had not answered yet.
+func (ho *handOffRound) cleanUp() {
+	l, c := ho.l, ho.l.c
 	for i, n := range c.nodes {
-		if calls.holds[i].abandon() {
-			c.releaseNode(n, l.key, l.token, ttl)
+		if ho.calls.holds[i].abandon() {
+			c.releaseNode(n, l.key, l.token, ho.ttl)
 		}
 		if h := l.holds[i]; !h.finished() && h.abandon() {
-			c.releaseNode(n, l.key, l.token, ttl)
+			c.releaseNode(n, l.key, l.token, ho.ttl)
 		}
 	}
-	nl.passTurnAtEnd(c.turns.passer(l.key))
-	next.served <- nl
-	c.handOffs.Add(1)
-	if r.decided.Before(until) {
-		return true, nil, nil
-	}
-	return true, nil, fmt.Errorf("%w: %q: handed to the next waiter after the validity ended", ErrNotHeld, l.key)
 }
 
 // maxInto raises a to v if v is larger.

@@ -45,10 +45,6 @@ func (n *node) refusesNotices() bool {
 // refusedNotice records that n refused a notice.
 func (n *node) refusedNotice() { n.noticesRefused.Store(time.Now().UnixNano()) }
 
-// A notice is a message the scripts publish when they change the key; the
-// zero notice publishes nothing.
-type notice struct{ channel, message string }
-
 // acquire runs the acquire script: true when the key now holds token. When
 // the key is set, the node publishes announce.
 func (n *node) acquire(ctx context.Context, key, token string, ttl time.Duration, announce notice) (bool, error) {

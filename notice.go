@@ -22,19 +22,16 @@ const (
 	releasedNotice = "released"
 )
 
-// notice formats the message a node publishes for kind; age is how many
-// releases the acquiring waiter had seen go to others.
-func (c *Client) notice(kind, token string, age int) string {
-	return kind + " " + c.id + " " + token + " " + strconv.Itoa(age)
-}
+// A notice is a message the scripts publish when they change the key; the
+// zero notice publishes nothing.
+type notice struct{ channel, message string }
 
-// announce is the notice the nodes publish when they grant (kind
-// acquiredNotice) or release key for token; none when notices are off.
-func (c *Client) announce(kind, key, token string, age int) notice {
-	if c.cfg.noWake {
-		return notice{}
-	}
-	return notice{noticeChannel(key), c.notice(kind, token, age)}
+// newNotice is the notice the nodes publish when they grant (kind
+// acquiredNotice) or release key for token, on behalf of the Client whose
+// id is client; age is how many releases the acquiring waiter had seen go
+// to others.
+func newNotice(kind, key, client, token string, age int) notice {
+	return notice{noticeChannel(key), kind + " " + client + " " + token + " " + strconv.Itoa(age)}
 }
 
 // parseNotice splits a notice; ok is false for anything else.

@@ -27,13 +27,28 @@ type config struct {
 	driftFactor float64
 	retryMin    time.Duration
 	retryMax    time.Duration
+	noNotices   bool // WithoutNotices
 
-	// Off only in tests and benchmarks that measure what they save,
-	// except noWake.
-	noQueue   bool          // no per-key FIFO of local waiters
-	noWake    bool          // no pub/sub notices (WithoutNotices)
-	noHandOff bool          // Unlock never passes a lock straight to a local waiter
-	linger    time.Duration // how long a key's subscription outlives its waiters
+	test *testHooks // never nil
+}
+
+// defaultConfig is the configuration options start from.
+func defaultConfig() config {
+	return config{
+		driftFactor: DefaultDriftFactor,
+		retryMin:    DefaultRetryMin,
+		retryMax:    DefaultRetryMax,
+		test:        new(testHooks),
+	}
+}
+
+// linger is how long a key's subscription outlives its last waiter, and
+// how long another Client heard on a key counts as present.
+func (cfg *config) linger() time.Duration {
+	if cfg.test.linger > 0 {
+		return cfg.test.linger
+	}
+	return subscriptionLinger
 }
 
 // subscribeTimeout bounds one SUBSCRIBE or UNSUBSCRIBE call.
@@ -99,7 +114,7 @@ func WithRetryDelay(min, max time.Duration) Option {
 // waiting falls back to the backoff for what that master would have told.
 func WithoutNotices() Option {
 	return func(c *config) error {
-		c.noWake = true
+		c.noNotices = true
 		return nil
 	}
 }

@@ -296,7 +296,7 @@ func TestFailedHandOffReleasesAndServesTheWaiter(t *testing.T) {
 	case <-time.After(scaled(3 * time.Second)): // the TTL is a minute: it was not waited out
 		t.Fatal("the waiter did not get the lock after the failed hand-off")
 	}
-	if c.handOffs.Load() != 0 {
+	if c.cfg.test.handOffs.Load() != 0 {
 		t.Fatal("a failed hand-off was counted")
 	}
 }
@@ -317,8 +317,8 @@ func TestWinningHandOffLeavesNoOldTokenWhereItErrored(t *testing.T) {
 	if got := r.values("k"); r.count("k", holder.Token()) != 0 {
 		t.Fatalf("the old token outlived the hand-off on the masters where it failed: %q", got)
 	}
-	if c.handOffs.Load() != 1 {
-		t.Fatalf("hand-offs = %d, want 1", c.handOffs.Load())
+	if c.cfg.test.handOffs.Load() != 1 {
+		t.Fatalf("hand-offs = %d, want 1", c.cfg.test.handOffs.Load())
 	}
 }
 
@@ -696,7 +696,7 @@ func TestWithoutNoticesOneClientDoesNotStarveAnother(t *testing.T) {
 	start := time.Now()
 	l, err := b.Lock(bctx, "k", time.Second)
 	if err != nil {
-		t.Fatalf("another Client's Lock starved for %v: %v (hand-offs by a: %d)", time.Since(start), err, a.handOffs.Load())
+		t.Fatalf("another Client's Lock starved for %v: %v (hand-offs by a: %d)", time.Since(start), err, a.cfg.test.handOffs.Load())
 	}
 	t.Logf("another Client got the lock after %v", time.Since(start).Round(time.Millisecond))
 	_ = l.Unlock(bg)

@@ -8,42 +8,50 @@ import (
 	"time"
 )
 
-// turns is the per-key FIFO of local waiters.
-type turns struct {
-	closing <-chan struct{} // the Client's: waiters return ErrClosed
+// turns is the per-key FIFO of local waiters. T is what a holder may hand
+// to the next waiter along with the turn (the Client's Lock); the queue
+// itself never looks into it.
+type turns[T any] struct {
+	closing <-chan struct{} // closed when waiters must give up (ErrClosed)
 
 	mu sync.Mutex
-	q  map[string]*turnQueue
+	q  map[string]*turnQueue[T]
 }
 
-type turnQueue struct {
-	waiters []*turnWaiter
+// newTurns returns an empty FIFO whose waiters return ErrClosed once
+// closing is closed.
+func newTurns[T any](closing <-chan struct{}) *turns[T] {
+	return &turns[T]{closing: closing, q: map[string]*turnQueue[T]{}}
 }
 
-// A turnWaiter is a queued Lock call. It is served exactly once: with the
-// turn alone (a nil *Lock), or with the turn and a lock handed over by the
-// previous holder.
-type turnWaiter struct {
-	ttl    time.Duration
-	served chan *Lock // buffered: serving never blocks
+type turnQueue[T any] struct {
+	waiters []*turnWaiter[T]
 }
+
+// A turnWaiter is a queued Lock call. It is served exactly once, by serve:
+// with the turn alone (nil), or with the turn and a value handed over by
+// the previous holder.
+type turnWaiter[T any] struct {
+	ttl    time.Duration // the TTL the waiter asked for
+	served chan *T       // buffered: serving never blocks
+}
+
+// serve passes the turn to w, with handed (nil for the turn alone).
+func (w *turnWaiter[T]) serve(handed *T) { w.served <- handed }
 
 // take waits for key's turn in FIFO order and returns the function that
 // passes it on (safe to call more than once), with the lock if the previous
 // holder handed it over, and whether it had to queue behind another
 // waiter; or ctx's error, or ErrClosed.
-func (t *turns) take(ctx context.Context, key string, ttl time.Duration) (pass func(), handed *Lock, queued bool, err error) {
+func (t *turns[T]) take(ctx context.Context, key string, ttl time.Duration) (pass func(), handed *T, queued bool, err error) {
 	t.mu.Lock()
-	if t.q == nil {
-		t.q = map[string]*turnQueue{}
-	}
 	q, busy := t.q[key]
 	if !busy {
-		t.q[key] = &turnQueue{}
+		t.q[key] = &turnQueue[T]{}
 		t.mu.Unlock()
 		return t.passer(key), nil, false, nil
 	}
-	me := &turnWaiter{ttl: ttl, served: make(chan *Lock, 1)}
+	me := &turnWaiter[T]{ttl: ttl, served: make(chan *T, 1)}
 	q.waiters = append(q.waiters, me)
 	t.mu.Unlock()
 
@@ -79,7 +87,7 @@ func (t *turns) take(ctx context.Context, key string, ttl time.Duration) (pass f
 // claim removes key's first waiter from the queue, to be served by the
 // caller, who holds the turn and passes it to that waiter with serve; nil
 // when nobody waits.
-func (t *turns) claim(key string) *turnWaiter {
+func (t *turns[T]) claim(key string) *turnWaiter[T] {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	q := t.q[key]
@@ -93,7 +101,7 @@ func (t *turns) claim(key string) *turnWaiter {
 
 // passer returns the idempotent function that hands key's turn to the next
 // waiter, or frees it.
-func (t *turns) passer(key string) func() {
+func (t *turns[T]) passer(key string) func() {
 	var once sync.Once
 	return func() {
 		once.Do(func() {
@@ -106,7 +114,7 @@ func (t *turns) passer(key string) func() {
 			}
 			next := q.waiters[0]
 			q.waiters = q.waiters[1:]
-			next.served <- nil
+			next.serve(nil)
 		})
 	}
 }

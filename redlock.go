@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -32,10 +31,9 @@ type Client struct {
 	closing chan struct{}  // closed by Close: waiting Lock calls return
 	bg      sync.WaitGroup // goroutines still talking to nodes
 
-	id       string       // tells this Client's notices from others'
-	turns    turns        // per-key FIFO of this Client's waiters
-	handOffs atomic.Int64 // locks Unlock passed straight to a local waiter
-	wk       waker        // notices for waiters
+	id    string       // tells this Client's notices from others'
+	turns *turns[Lock] // per-key FIFO of this Client's waiters
+	wk    *waker       // notices for waiters
 }
 
 // New returns a Client over nodes, which must be independent masters (not
@@ -58,12 +56,7 @@ type Client struct {
 // its request ends in the background within the go-redis client's own
 // timeouts. A replica of another node's master is not recognised.
 func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
-	cfg := config{
-		driftFactor: DefaultDriftFactor,
-		retryMin:    DefaultRetryMin,
-		retryMax:    DefaultRetryMax,
-		linger:      subscriptionLinger,
-	}
+	cfg := defaultConfig()
 	for i, o := range opts {
 		if o == nil {
 			return nil, fmt.Errorf("%w: option %d is nil", ErrInvalidArgument, i)
@@ -83,8 +76,15 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 		id:      uuid.NewString(),
 		closing: make(chan struct{}),
 	}
-	c.turns.closing = c.closing
-	c.wk.c = c
+	c.turns = newTurns[Lock](c.closing)
+	c.wk = newWaker(ns, wakerConfig{
+		id:               c.id,
+		quorum:           c.quorum,
+		linger:           cfg.linger(),
+		subscribeTimeout: cfg.subscribeTimeout(),
+		maxDelay:         cfg.retryMax,
+		off:              cfg.noNotices,
+	})
 	return c, nil
 }
 
@@ -183,7 +183,7 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration) (*Lock
 	}
 	pass := func() {}
 	queued := false
-	if !c.cfg.noQueue {
+	if !c.cfg.test.noQueue {
 		var handed *Lock
 		if pass, handed, queued, err = c.turns.take(ctx, key, ttl); err != nil {
 			return nil, fmt.Errorf("%w: %q: waiting behind this Client's earlier waiters: %w", ErrNotObtained, key, err)
@@ -249,6 +249,15 @@ func (c *Client) deadline(start time.Time, ttl time.Duration) time.Time {
 		return end
 	}
 	return d
+}
+
+// announce is the notice the nodes publish when they grant (kind
+// acquiredNotice) or release key for token; none when notices are off.
+func (c *Client) announce(kind, key, token string, age int) notice {
+	if c.cfg.noNotices {
+		return notice{}
+	}
+	return newNotice(kind, key, c.id, token, age)
 }
 
 // errNotNew is every call's error on a Client that New did not make: a zero

@@ -21,116 +21,177 @@ import (
 //   - Notices over pub/sub (waker), which order the waiters of different
 //     Clients: see below.
 
-// wait is Lock's retry loop. It makes attempts, and between them waits for
-// its backoff delay or, sooner, for the key's notices (see watch.go): after a
-// release, a random delay in the contention window, then an attempt; when
-// another waiter takes the key during that delay, back to waiting, without
-// an attempt that must fail.
+// wait is Lock's retry loop: see waitLoop.
 func (c *Client) wait(ctx context.Context, key string, ttl time.Duration, backOffFirst bool) (*Lock, error) {
-	// Only a key this Client saw contended lately has a watch: the first
-	// attempt on any other costs nothing extra.
-	w := c.wk.existing(key)
-	defer func() { w.close() }()
-
-	var timer *time.Timer
-	var tick <-chan time.Time
-	arm := func(d time.Duration) {
-		if timer != nil {
-			timer.Stop()
-		}
-		timer = time.NewTimer(d)
-		tick = timer.C
-	}
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
-
-	var last error // the last attempt that was decided without ctx ending
-	k := 0         // failed attempts, for the backoff
-	events := w.events()
-	state := w.approach()
-	if backOffFirst {
-		state = waitFirst
-	}
-	switch state {
-	case jitterFirst:
-		arm(w.delay(0))
-	case waitFirst:
-		arm(c.cfg.backoff(k))
-	}
-	delayed := false // the next attempt follows a contention delay
-	age := 0         // releases seen go to other waiters
+	lp := c.newWaitLoop(ctx, key, ttl, backOffFirst)
+	defer lp.stop()
 	for {
-		switch state {
+		var l *Lock
+		var err error
+		switch lp.state {
 		case attemptNow:
-			events = w.events() // taken before the attempt: one during it counts
-			began := time.Now()
-			l, err := c.attempt(ctx, key, ttl, age)
-			took := time.Since(began)
-			if err == nil {
-				w.attempted(took, delayed, false)
-				return l, nil
-			}
-			if !errors.Is(err, ErrNotObtained) {
-				return nil, err
-			}
-			if ctx.Err() != nil {
-				// An attempt cut short by ctx says little about why the
-				// lock could not be had; the last complete one does.
-				if last == nil {
-					last = err
-				}
-				return nil, withCtx(ctx, last)
-			}
-			last = err
-			if w == nil {
-				// Subscribe after the first failure, so uncontended locks
-				// cost nothing. An event before the subscription is
-				// active is missed and costs this one wait its timer.
-				w = c.wk.watch(key)
-				events = w.events()
-			}
-			w.attempted(took, delayed, true)
-			arm(c.cfg.backoff(k))
-			k++
-			state, delayed = waitFirst, false
-
-		case waitFirst: // for a release, or the backoff timer
-			select {
-			case <-tick:
-				state = attemptNow
-			case <-events:
-				events = w.events()
-				if w.latest() == released {
-					age++
-					arm(w.delay(age))
-					state = jitterFirst
-				}
-			case <-ctx.Done():
-				return nil, waitFailed(ctx, key, last)
-			case <-c.closing:
-				return nil, fmt.Errorf("%w: %q: %w while waiting", ErrNotObtained, key, ErrClosed)
-			}
-
-		case jitterFirst: // the contention delay after a release
-			select {
-			case <-tick:
-				state, delayed = attemptNow, true
-			case <-events:
-				events = w.events()
-				if w.latest() == taken {
-					w.stoodDown()
-					arm(c.cfg.backoff(k))
-					state = waitFirst
-				}
-			case <-ctx.Done():
-				return nil, waitFailed(ctx, key, last)
-			case <-c.closing:
-				return nil, fmt.Errorf("%w: %q: %w while waiting", ErrNotObtained, key, ErrClosed)
-			}
+			l, err = lp.attempt()
+		case waitFirst:
+			err = lp.awaitRelease()
+		case jitterFirst:
+			err = lp.awaitSlot()
 		}
+		if l != nil || err != nil {
+			return l, err
+		}
+	}
+}
+
+// A waitLoop is one Lock call's attempts and the waits between them, a
+// machine of three states (approach):
+//
+//   - attemptNow: make an attempt; on failure, arm the backoff timer and
+//     wait for a release (waitFirst).
+//   - waitFirst: wait for the timer, then attempt; or for a release notice,
+//     then draw a contention delay (jitterFirst).
+//   - jitterFirst: wait out the contention delay, then attempt; or stand
+//     down when another waiter takes the key first (waitFirst).
+//
+// The key's watch (its notices) is nil until the first failed attempt,
+// unless the Client watched the key already: uncontended locks subscribe to
+// nothing. A nil watch hears nothing, so only the timer moves the machine.
+type waitLoop struct {
+	c   *Client
+	ctx context.Context
+	key string
+	ttl time.Duration
+
+	state   approach
+	w       *watcher        // the key's notices; may be nil
+	events  <-chan struct{} // closed at the key's next notice
+	timer   *time.Timer     // armed in every waiting state
+	fails   int             // failed attempts, for the backoff
+	age     int             // releases seen go to other waiters
+	delayed bool            // the next attempt follows a contention delay
+	last    error           // the last attempt decided without ctx ending
+}
+
+// newWaitLoop starts the machine where what the Client knows of key says:
+// at once, after a contention delay, or after a backoff (also when
+// backOffFirst).
+func (c *Client) newWaitLoop(ctx context.Context, key string, ttl time.Duration, backOffFirst bool) *waitLoop {
+	lp := &waitLoop{c: c, ctx: ctx, key: key, ttl: ttl, w: c.wk.existing(key)}
+	lp.events = lp.w.events()
+	lp.state = lp.w.approach()
+	if backOffFirst {
+		lp.state = waitFirst
+	}
+	switch lp.state {
+	case jitterFirst:
+		lp.arm(lp.w.delay(0))
+	case waitFirst:
+		lp.arm(c.cfg.backoff(lp.fails))
+	}
+	return lp
+}
+
+// stop releases the timer and the watch.
+func (lp *waitLoop) stop() {
+	if lp.timer != nil {
+		lp.timer.Stop()
+	}
+	lp.w.close()
+}
+
+// arm (re)starts the timer for d. A new timer each time: with a module
+// whose go directive predates Go 1.23, Reset would not drain a tick already
+// sent.
+func (lp *waitLoop) arm(d time.Duration) {
+	if lp.timer != nil {
+		lp.timer.Stop()
+	}
+	lp.timer = time.NewTimer(d)
+}
+
+// attempt makes one acquisition round. It returns the lock, or the error
+// that ends the call, or neither: then the machine waits (waitFirst).
+func (lp *waitLoop) attempt() (*Lock, error) {
+	lp.events = lp.w.events() // taken before the attempt: one during it counts
+	began := time.Now()
+	l, err := lp.c.attempt(lp.ctx, lp.key, lp.ttl, lp.age)
+	took := time.Since(began)
+	if err == nil {
+		lp.w.attempted(took, lp.delayed, false)
+		return l, nil
+	}
+	if !errors.Is(err, ErrNotObtained) {
+		return nil, err
+	}
+	if lp.ctx.Err() != nil {
+		// An attempt cut short by ctx says little about why the lock
+		// could not be had; the last complete one does.
+		if lp.last == nil {
+			lp.last = err
+		}
+		return nil, withCtx(lp.ctx, lp.last)
+	}
+	lp.last = err
+	if lp.w == nil {
+		// Subscribe after the first failure, so uncontended locks cost
+		// nothing. An event before the subscription is active is missed
+		// and costs this one wait its timer.
+		lp.w = lp.c.wk.watch(lp.key)
+		lp.events = lp.w.events()
+	}
+	lp.w.attempted(took, lp.delayed, true)
+	lp.arm(lp.c.cfg.backoff(lp.fails))
+	lp.fails++
+	lp.state, lp.delayed = waitFirst, false
+	return nil, nil
+}
+
+// awaitRelease waits for the backoff timer (then attempt) or a release
+// notice (then a contention delay).
+func (lp *waitLoop) awaitRelease() error {
+	fired, err := lp.sleep()
+	switch {
+	case err != nil:
+		return err
+	case fired:
+		lp.state = attemptNow
+	case lp.w.latest() == released:
+		lp.age++
+		lp.arm(lp.w.delay(lp.age))
+		lp.state = jitterFirst
+	}
+	return nil
+}
+
+// awaitSlot waits out the contention delay after a release (then attempt),
+// unless another waiter takes the key first (then back off and wait).
+func (lp *waitLoop) awaitSlot() error {
+	fired, err := lp.sleep()
+	switch {
+	case err != nil:
+		return err
+	case fired:
+		lp.state, lp.delayed = attemptNow, true
+	case lp.w.latest() == taken:
+		lp.w.stoodDown()
+		lp.arm(lp.c.cfg.backoff(lp.fails))
+		lp.state = waitFirst
+	}
+	return nil
+}
+
+// sleep waits for the timer (fired) or the key's next notice, or returns
+// the call's error when ctx ends or the Client is closed.
+func (lp *waitLoop) sleep() (fired bool, err error) {
+	select {
+	case <-lp.timer.C:
+		return true, nil
+	case <-lp.events:
+		lp.events = lp.w.events()
+		return false, nil
+	case <-lp.ctx.Done():
+		return false, waitFailed(lp.ctx, lp.key, lp.last)
+	case <-lp.c.closing:
+		return false, fmt.Errorf("%w: %q: %w while waiting", ErrNotObtained, lp.key, ErrClosed)
 	}
 }
 

@@ -16,7 +16,7 @@ import (
 // withLinger sets how long a key's subscription outlives its waiters.
 func withLinger(d time.Duration) Option {
 	return func(cfg *config) error {
-		cfg.linger = d
+		cfg.test.linger = d
 		return nil
 	}
 }
@@ -50,8 +50,7 @@ func FuzzParseNotice(f *testing.F) {
 		if !ok {
 			return
 		}
-		c := &Client{id: client}
-		if again := c.notice(kind, token, age); strings.Join(strings.Fields(msg), " ") != again {
+		if again := newNotice(kind, "k", client, token, age).message; strings.Join(strings.Fields(msg), " ") != again {
 			t.Fatalf("parseNotice(%q) accepted a notice a Client formats as %q", msg, again)
 		}
 	})
@@ -271,9 +270,9 @@ func TestUnlockHandsTheLockToTheNextLocalWaiter(t *testing.T) {
 	}
 	settle(c)
 	if n := cmds() - before; n != len(m.servers) {
-		t.Fatalf("the hand-over sent %d commands, want one per node (%d)", n, len(m.servers))
+		t.Fatalf("the hand-over sent %d commands, want one per node (%d); hand-offs %d", n, len(m.servers), c.cfg.test.handOffs.Load())
 	}
-	if n := c.handOffs.Load(); n != 1 {
+	if n := c.cfg.test.handOffs.Load(); n != 1 {
 		t.Fatalf("%d hand-offs counted, want 1", n)
 	}
 	if got.l.Token() == holder.Token() {
@@ -329,7 +328,7 @@ func TestHandOffDoesNotStarveOtherClients(t *testing.T) {
 		}()
 	}
 	within(t, scaled(5*time.Second), "the first hand-off", func() bool {
-		for local.handOffs.Load() == 0 {
+		for local.cfg.test.handOffs.Load() == 0 {
 			time.Sleep(time.Millisecond) // no signal exists
 		}
 		return true
@@ -339,9 +338,9 @@ func TestHandOffDoesNotStarveOtherClients(t *testing.T) {
 	l, err := other.Lock(ctx, "k", time.Minute)
 	close(stop)
 	if err != nil {
-		t.Fatalf("the other Client starved: %v (%d hand-offs)", err, local.handOffs.Load())
+		t.Fatalf("the other Client starved: %v (%d hand-offs)", err, local.cfg.test.handOffs.Load())
 	}
-	t.Logf("the other Client got the key after %d hand-offs", local.handOffs.Load())
+	t.Logf("the other Client got the key after %d hand-offs", local.cfg.test.handOffs.Load())
 	_ = l.Unlock(bg)
 	wg.Wait()
 }
@@ -372,7 +371,7 @@ func TestFailedHandOffStillPassesTheTurn(t *testing.T) {
 	if !errors.Is(err, ErrNotObtained) || !errors.As(err, &qe) || qe.Op != "lock" {
 		t.Fatalf("the waiter's Lock = %v, want ErrNotObtained from attempts of its own", err)
 	}
-	if c.handOffs.Load() != 0 {
+	if c.cfg.test.handOffs.Load() != 0 {
 		t.Fatal("a hand-off was counted without a majority")
 	}
 }

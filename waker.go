@@ -44,13 +44,34 @@ const subscriptionLinger = time.Second
 
 // waker delivers notices to the Client's waiters.
 type waker struct {
-	c  *Client
-	wg sync.WaitGroup // its goroutines, which live until close
+	nodes []redis.UniversalClient // the masters, in the Client's order
+	cfg   wakerConfig
+	wg    sync.WaitGroup // its goroutines, which live until close
 
 	mu     sync.Mutex
 	keys   map[string]*keyWatch
 	subs   []*nodeSub // per node, created with the first watch
 	closed bool
+}
+
+// wakerConfig is what a waker needs to know of the Client it serves.
+type wakerConfig struct {
+	id               string        // the Client's, in the notices it sends
+	quorum           int           // nodes that must announce an acquisition
+	linger           time.Duration // a key's subscription outlives its last waiter by this
+	subscribeTimeout time.Duration // bounds one SUBSCRIBE or UNSUBSCRIBE call
+	maxDelay         time.Duration // the longest contention delay (the backoff's cap)
+	off              bool          // notices are off: every watch is nil
+}
+
+// newWaker returns a waker for the masters nodes. It opens no connection
+// until the first watch.
+func newWaker(nodes []*node, cfg wakerConfig) *waker {
+	w := &waker{cfg: cfg}
+	for _, n := range nodes {
+		w.nodes = append(w.nodes, n.client)
+	}
+	return w
 }
 
 // nodeSub is the subscription connection to one node, with the queue of
@@ -81,7 +102,7 @@ func (w *waker) existing(key string) *watcher {
 }
 
 func (w *waker) ref(key string, create bool) *watcher {
-	if w.c.cfg.noWake {
+	if w.cfg.off {
 		return nil
 	}
 	w.mu.Lock()
@@ -128,7 +149,7 @@ func (w *waker) othersSeen(key string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	kw := w.keys[key]
-	return kw != nil && time.Since(kw.othersAt) < w.c.cfg.linger
+	return kw != nil && time.Since(kw.othersAt) < w.cfg.linger
 }
 
 // othersListen records that a notice of this Client's reached subscribers
@@ -162,8 +183,8 @@ func (w *waker) noteReleased(key, token string) {
 // start opens one PubSub per node and a goroutine each for its messages and
 // its subscription calls. Called with w.mu held.
 func (w *waker) start() {
-	for _, n := range w.c.nodes {
-		s := &nodeSub{index: n.index, ps: n.client.Subscribe(context.Background()), kick: make(chan struct{}, 1)}
+	for i, n := range w.nodes {
+		s := &nodeSub{index: i, ps: n.Subscribe(context.Background()), kick: make(chan struct{}, 1)}
 		w.subs = append(w.subs, s)
 		w.wg.Add(2)
 		go func() {
@@ -200,7 +221,7 @@ func (w *waker) send(s *nodeSub) {
 		s.pending = nil
 		s.mu.Unlock()
 		for _, op := range ops {
-			ctx, cancel := context.WithTimeout(context.Background(), w.c.cfg.subscribeTimeout())
+			ctx, cancel := context.WithTimeout(context.Background(), w.cfg.subscribeTimeout)
 			if op.subscribe {
 				_ = s.ps.Subscribe(ctx, op.channel)
 			} else {
@@ -223,7 +244,7 @@ func (w *waker) receive(s *nodeSub) {
 		if !ok {
 			continue
 		}
-		foreign := client != w.c.id
+		foreign := client != w.cfg.id
 		w.mu.Lock()
 		if kw := w.keys[key]; kw != nil {
 			if foreign {
@@ -232,7 +253,7 @@ func (w *waker) receive(s *nodeSub) {
 			switch {
 			case kind == releasedNotice:
 				kw.event(released, foreign, token)
-			case kw.vote(token, s.index, len(w.c.nodes)) == w.c.quorum && !kw.wasReleased(token):
+			case kw.vote(token, s.index, len(w.nodes)) == w.cfg.quorum && !kw.wasReleased(token):
 				kw.depth += (float64(age) - kw.depth) / 4
 				kw.event(taken, foreign, token)
 			}

@@ -74,7 +74,7 @@ func (h *watcher) close() {
 		if kw.refs--; kw.refs > 0 || w.closed {
 			return
 		}
-		kw.linger = time.AfterFunc(w.c.cfg.linger, func() {
+		kw.linger = time.AfterFunc(w.cfg.linger, func() {
 			w.mu.Lock()
 			defer w.mu.Unlock()
 			if kw.refs == 0 && w.keys[h.key] == kw && !w.closed {
@@ -117,7 +117,7 @@ func (h *watcher) approach() approach {
 	switch {
 	case kw.latest == taken && kw.foreign:
 		return waitFirst
-	case kw.latest == released && time.Since(kw.othersAt) < h.w.c.cfg.linger:
+	case kw.latest == released && time.Since(kw.othersAt) < h.w.cfg.linger:
 		return jitterFirst
 	}
 	return attemptNow
@@ -136,7 +136,7 @@ func (h *watcher) delay(age int) time.Duration {
 	ahead := max(0, min(math.Round(kw.depth)-float64(age), 64))
 	// Never longer than the backoff could be: notices steer the order, the
 	// timer bounds the wait.
-	return min(time.Duration(ahead)*slot+rand.N(slot/2+1), h.w.c.cfg.retryMax)
+	return min(time.Duration(ahead)*slot+rand.N(slot/2+1), h.w.cfg.maxDelay)
 }
 
 // attempted records how long an attempt took and, for one made after a

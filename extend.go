@@ -1,0 +1,133 @@
+// Extend: making a held lock live longer (Redlock spec, step 6), and giving
+// up a lock an extension found lost.
+
+package redlock
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Extend makes the lock live at least ttl from now on every node that still
+// holds its token, in parallel (Redlock spec, step 6). It never shortens the
+// keys: a ttl shorter than the validity left confirms that the lock is held
+// and leaves the keys as they are. It succeeds when a majority answered
+// before the current validity ended, and then moves Until to the start of
+// the extension + ttl − drift, if that is later. An extension never
+// re-creates a key that expired.
+//
+// Extend returns an error matching ErrNotHeld, and makes Until the past,
+// when the lock was released, its validity had ended, or so many nodes said
+// our token is gone that no majority holds it; the lock is then given up,
+// and unless Unlock is already releasing it, Extend releases its keys in
+// the background. It returns an error matching ErrNotObtained when a
+// majority could not be reached for other reasons (timeouts, errors, ctx);
+// Until is then unchanged and remains true: the lock may still be held
+// until then, since no extension can have shortened it. Failures carry a
+// *QuorumError. Bad input returns an error matching ErrInvalidArgument.
+//
+// Extend is safe to call concurrently with itself and with Unlock: Until
+// only ever moves back when the lock ends.
+func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
+	if l == nil || l.c == nil {
+		return fmt.Errorf("%w: no lock", ErrNotHeld)
+	}
+	if ctx == nil {
+		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
+	}
+	c := l.c
+	ttl, err := c.checkTTL(ttl)
+	if err != nil {
+		return err
+	}
+	if err := c.enter(); err != nil {
+		return err
+	}
+	defer c.bg.Done()
+	until, err := l.heldUntil()
+	if err != nil {
+		// An earlier Extend that failed may have lengthened the keys all
+		// the same: a lock whose validity ended is given up here too.
+		l.giveUp(ttl)
+		return err
+	}
+
+	start := time.Now()
+	deadline := c.deadline(start, ttl)
+	if until.Before(deadline) {
+		deadline = until // a majority after the validity ended is too late
+	}
+	r := c.fanOut(ctx, "extend", l.key, deadline, l.refusedNodes(), func(ctx context.Context, n *node) (bool, error) {
+		if err := l.holds[n.index].await(ctx); err != nil {
+			return false, refusalAsVote(err)
+		}
+		return n.extend(ctx, l.key, l.token, ttl)
+	})
+	return l.extended(ctx, r, start, ttl)
+}
+
+// extended applies an extension round r, started at start for ttl, to the
+// lock: Until moves forward when it won in time; the lock is given up when
+// it was lost; otherwise nothing changes. It returns Extend's error.
+func (l *Lock) extended(ctx context.Context, r *round, start time.Time, ttl time.Duration) error {
+	c := l.c
+	l.mu.Lock()
+	settled := r.refused > len(c.nodes)-c.quorum || !r.decided.Before(l.until)
+	switch {
+	case !l.ended && r.won() && !settled && validity(ttl, r.elapsed(), c.cfg.driftFactor) > 0:
+		// Every key of the majority now lives at least until start+ttl and
+		// was never shortened, so the later of the two ends holds.
+		if end := validUntil(start, ttl, c.cfg.driftFactor); end.After(l.until) {
+			l.ttl, l.until = ttl, end
+			l.timer.Reset(time.Until(end))
+		}
+		l.mu.Unlock()
+		return nil
+	case !l.ended && !settled: // undecided: the lock may still be held until Until
+		l.mu.Unlock()
+		return withCtx(ctx, r.error(ErrNotObtained))
+	}
+	// Lost: no majority holds our token, or the validity ended (this round
+	// reached its end, or the expiry timer, Unlock or another Extend came
+	// first). This round may have lengthened the keys all the same.
+	if !l.ended && r.decided.Before(l.until) {
+		l.until = r.decided
+	}
+	l.mu.Unlock()
+	l.giveUp(ttl)
+	return r.error(ErrNotHeld)
+}
+
+// giveUp ends a lock whose validity is over, if Unlock has not, and
+// releases its keys once, since an extension may have lengthened them;
+// unless Unlock is releasing them already. Unlock after it reports
+// ErrNotHeld without contacting the nodes. The caller holds a registration
+// (enter).
+func (l *Lock) giveUp(ttl time.Duration) {
+	l.mu.Lock()
+	if l.released || l.givenUp || (!l.ended && time.Now().Before(l.until)) {
+		l.mu.Unlock()
+		return
+	}
+	l.givenUp = true
+	l.endLocked()
+	pass := l.takePass()
+	l.mu.Unlock()
+	pass()
+	l.abandon(ttl)
+}
+
+// heldUntil returns the lock's validity end, or ErrNotHeld if the lock was
+// released or its validity ended.
+func (l *Lock) heldUntil() (time.Time, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.released {
+		return time.Time{}, fmt.Errorf("%w: %q was released", ErrNotHeld, l.key)
+	}
+	if !time.Now().Before(l.until) {
+		return time.Time{}, fmt.Errorf("%w: validity of %q ended", ErrNotHeld, l.key)
+	}
+	return l.until, nil
+}

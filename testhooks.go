@@ -1,0 +1,21 @@
+// Switches and counters for tests and benchmarks only. Production code
+// never sets them: their zero value is the library's behaviour.
+
+package redlock
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// testHooks turn parts of the waiting machinery off, or shorten them, so
+// that tests and benchmarks can measure what each part does, and count what
+// it did. No exported option reaches them. A Client's config holds one,
+// never nil, shared by its copies.
+type testHooks struct {
+	noQueue   bool          // no per-key FIFO of local waiters
+	noHandOff bool          // Unlock never passes a lock straight to a local waiter
+	linger    time.Duration // a key's subscription linger; 0: subscriptionLinger
+
+	handOffs atomic.Int64 // locks Unlock passed straight to a local waiter
+}

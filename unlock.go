@@ -1,0 +1,168 @@
+// Unlock: releasing a held lock on every master, or handing it to the
+// Client's next local waiter (handoff.go).
+
+package redlock
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+)
+
+// Unlock releases the lock: it deletes the key on every node where it still
+// holds this lock's token, in parallel and under per-node deadlines, and
+// never touches a key that holds another token. It returns as soon as the
+// outcome is known; deletes still in flight finish in the background.
+//
+// Hand-off: when the lock was obtained by Lock (or Do), another goroutine
+// of the same Client is queued for the key, and no other Client is known to
+// want it, Unlock instead replaces this lock's token with a fresh one for
+// that waiter, in one round; the waiter's Lock returns that new lock, whose
+// validity counts from the round's start like any acquisition's. The key is
+// never free in between. If the round does not reach a majority, Unlock
+// rolls the new token back, deletes this lock's token wherever the hand-off
+// left it, and the waiter makes attempts of its own.
+//
+// Unlock returns nil when a majority deleted (or handed over) the key before
+// the validity ended. Otherwise it returns an error matching ErrNotHeld,
+// with a *QuorumError when nodes were asked: the lock had expired, been
+// taken over, or its nodes did not answer, so the critical section may have
+// overlapped another holder's. A second Unlock, or an Unlock after Extend
+// found the lock lost (and released its keys), returns ErrNotHeld without
+// contacting the nodes. Unlock is safe to call concurrently with Extend.
+//
+// The deletes are sent even if ctx is already cancelled, so that an
+// abandoned request does not leave its lock behind until the TTL; Unlock
+// waits for them at most the node deadline.
+func (l *Lock) Unlock(ctx context.Context) error {
+	if l == nil || l.c == nil {
+		return fmt.Errorf("%w: no lock", ErrNotHeld)
+	}
+	if ctx == nil {
+		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
+	}
+	u, err := l.markReleased()
+	if err != nil {
+		return err
+	}
+	c := l.c
+	if err := c.enter(); err != nil {
+		u.pass()
+		return err
+	}
+	defer c.bg.Done()
+	var lost *handOffCalls // what a hand-off that ran first and lost left
+	if next := l.handOffTarget(u); next != nil {
+		ho := l.handOff(ctx, next, u.ttl)
+		if ho.handed {
+			if ho.decided.Before(u.until) {
+				return nil
+			}
+			return fmt.Errorf("%w: %q: handed to the next waiter after the validity ended", ErrNotHeld, l.key)
+		}
+		lost = ho.lost
+		u.pass = func() { next.serve(nil) } // the turn alone, after the deletes
+	}
+	defer u.pass() // the next local waiter tries once the deletes are decided
+	r := l.release(ctx, u.ttl, lost)
+	l.endBy(r.decided)
+	if r.won() && r.decided.Before(u.until) {
+		return nil
+	}
+	return r.error(ErrNotHeld)
+}
+
+// unlocking is what Unlock takes from the lock as it marks it released.
+type unlocking struct {
+	until   time.Time     // the validity's end
+	ttl     time.Duration // of the last acquisition or extension
+	hasTurn bool          // the lock holds the Client's turn for its key
+	pass    func()        // passes that turn on; a no-op without one
+}
+
+// markReleased marks the lock released and ends it, once. It returns
+// ErrNotHeld when Unlock ran already, or Extend gave the lock up and
+// released its keys itself.
+func (l *Lock) markReleased() (unlocking, error) {
+	l.mu.Lock()
+	if l.released {
+		l.mu.Unlock()
+		return unlocking{}, fmt.Errorf("%w: %q was already released", ErrNotHeld, l.key)
+	}
+	l.released = true
+	givenUp := l.givenUp
+	l.endLocked()
+	u := unlocking{until: l.until, ttl: l.ttl, hasTurn: l.pass != nil}
+	u.pass = l.takePass() // after reading l.pass
+
+	l.mu.Unlock()
+	if givenUp {
+		u.pass()
+		return unlocking{}, fmt.Errorf("%w: %q was found lost by Extend, which released it", ErrNotHeld, l.key)
+	}
+	return u, nil
+}
+
+// handOffTarget claims the Client's next local waiter for the key from the
+// queue when Unlock may hand it the lock; nil otherwise.
+func (l *Lock) handOffTarget(u unlocking) *turnWaiter[Lock] {
+	if !u.hasTurn || !l.c.mayHandOff(l.key, u.until) {
+		return nil
+	}
+	return l.c.turns.claim(l.key)
+}
+
+// release is Unlock's round: on every node, the release script deletes the
+// key where it holds our token, and announces it. After a lost hand-off
+// (lost not nil), a node where the hand-off replaced our token counts as
+// released without a call. The deletes are sent even if ctx is cancelled.
+func (l *Lock) release(ctx context.Context, ttl time.Duration, lost *handOffCalls) *round {
+	c := l.c
+	own := c.wk.listening(l.key)
+	var heard atomic.Int64 // the most subscribers a release notice reached
+	announce := c.announce(releasedNotice, l.key, l.token, 0)
+	deadline := time.Now().Add(c.nodeTimeout(ttl))
+	r := c.fanOut(context.WithoutCancel(ctx), "unlock", l.key, deadline, l.refusedNodes(),
+		func(ctx context.Context, n *node) (bool, error) {
+			deleted, receivers, err := l.releaseOn(ctx, n, lost, announce)
+			maxInto(&heard, receivers)
+			return deleted, err
+		})
+	if r.won() {
+		c.wk.noteReleased(l.key, l.token)
+	}
+	if heard.Load() > own {
+		c.wk.othersListen(l.key, true)
+	}
+	return r
+}
+
+// releaseOn is release's call to node n: whether the node no longer holds
+// our token because of this Unlock, and how many subscribers heard it.
+func (l *Lock) releaseOn(ctx context.Context, n *node, lost *handOffCalls, announce notice) (deleted bool, receivers int64, err error) {
+	h := l.holds[n.index]
+	err = h.await(ctx)
+	if lost != nil && err == nil {
+		if yes, err, settled := lost.outcome(ctx, n.index); settled {
+			h.abandon() // nothing of ours left to release here
+			return yes, 0, err
+		}
+	}
+	if !h.abandon() {
+		// Refused, or the acquire call is still running and will
+		// release the node itself when it returns.
+		return false, 0, refusalAsVote(err)
+	}
+	return n.release(ctx, l.key, l.token, announce)
+}
+
+// endBy moves the end of l's validity back to t if it is later: the lock
+// was released (or handed over) at t.
+func (l *Lock) endBy(t time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if t.Before(l.until) {
+		l.until = t
+	}
+}
