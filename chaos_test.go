@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"go.uber.org/goleak"
+	"github.com/redlock-go/redlock/internal/leakcheck"
 
 	"github.com/redlock-go/redlock/internal/chaos"
 )
@@ -899,7 +899,7 @@ func soak(s *scenario, ld *load) {
 //     and Do's wait their ctx deadline, plus slack; Close go-redis's
 //     timeouts; and calls on a Client whose Close returned return ErrClosed
 //     at once;
-//  5. no goroutine outlives the run (goleak);
+//  5. no goroutine outlives the run (leakcheck);
 //  6. Unlock releases: after it, no node that stayed up and reachable
 //     since the lock was requested, and answered every command that
 //     carried the token, keeps the token (out of memory and without channel
@@ -1020,7 +1020,7 @@ type genClient struct {
 }
 
 func generate(s *scenario) {
-	leaks := goleak.IgnoreCurrent()
+	leaks := leakcheck.Current()
 	began := time.Now()
 	g := &generator{s: s, target: 20000}
 	if *genOpsFlag > 0 {
@@ -1117,18 +1117,9 @@ func generate(s *scenario) {
 			break
 		}
 	}
-	goleak.VerifyNone(s.t, leaks,
-		goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2/toxics.(*ToxicStub).Run"),
-		goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2.(*ToxicLink).read"),
-		goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2.(*ToxicLink).write"),
-		// A removal Toxiproxy deadlocked in, left behind by chaos.Node.Heal.
-		goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2.(*ToxicCollection).RemoveToxic"),
-		goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2.(*ToxicLink).RemoveToxic"),
-		// The proxy that replaced a stuck one runs until the test's cleanup.
-		goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2.(*Proxy).server"),
-		goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2.(*Proxy).freeBlocker"),
+	leakcheck.VerifyNone(s.t, leaks,
 		// The process-exit watcher of each master the schedule restarted.
-		goleak.IgnoreAnyFunction("github.com/redlock-go/redlock/internal/redistest.(*Server).start.func1"))
+		"github.com/redlock-go/redlock/internal/redistest.(*Server).start.func1")
 }
 
 // await waits for wg, failing the run with every goroutine's stack if no

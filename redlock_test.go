@@ -14,20 +14,11 @@ import (
 	"github.com/alicebob/miniredis/v2/server"
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
-	"go.uber.org/goleak"
+	"github.com/redlock-go/redlock/internal/leakcheck"
 )
 
 func TestMain(m *testing.M) {
-	// Toxiproxy (the fault suite's proxy, not the library) can leave a
-	// toxic's pipe goroutines blocked on a link that closed while a toxic
-	// was being removed; only goroutines started inside it are ignored.
-	goleak.VerifyTestMain(m,
-		goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2/toxics.(*ToxicStub).Run"),
-		goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2.(*ToxicLink).read"),
-		goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2.(*ToxicLink).write"),
-		// A removal Toxiproxy deadlocked in, left behind by chaos.Node.Heal.
-		goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2.(*ToxicCollection).RemoveToxic"),
-		goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2.(*ToxicLink).RemoveToxic"))
+	leakcheck.Main(m)
 }
 
 var bg = context.Background()
@@ -687,7 +678,7 @@ func contend(t *testing.T, nodes []redis.UniversalClient, workers, rounds int) {
 // attempt only until their replies arrive and are cleaned up; Close waits
 // for exactly that, and nothing is left after it.
 func TestNoGoroutineOutlivesItsWork(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer leakcheck.VerifyNone(t, leakcheck.Current())
 	m := newMinis(t, 5, &redis.Options{ReadTimeout: time.Hour})
 	c, err := New(m.clients, WithNodeTimeout(20*time.Millisecond))
 	if err != nil {

@@ -1,0 +1,46 @@
+package leakcheck
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestCheckFindsAGoroutineThatNeverEnds(t *testing.T) {
+	before := Current()
+	stop := make(chan struct{})
+	started := make(chan struct{})
+	go blockedForever(started, stop)
+	<-started
+	leaks := find(before, nil)
+	close(stop)
+	if len(leaks) != 1 || !strings.Contains(leaks[0].stack, "blockedForever") {
+		t.Fatalf("found %d leaks, want the one in blockedForever: %+v", len(leaks), leaks)
+	}
+	if err := Check(before); err != nil {
+		t.Fatalf("after it returned: %v", err)
+	}
+}
+
+func TestCheckIgnoresNamedFunctions(t *testing.T) {
+	before := Current()
+	stop := make(chan struct{})
+	started := make(chan struct{})
+	go blockedForever(started, stop)
+	defer close(stop)
+	<-started
+	if leaks := find(before, []string{"github.com/redlock-go/redlock/internal/leakcheck.blockedForever"}); len(leaks) != 0 {
+		t.Fatalf("an ignored function counted: %+v", leaks)
+	}
+}
+
+func TestCheckIgnoresTheTestFramework(t *testing.T) {
+	// This test's own goroutine and the framework's are running.
+	if leaks := find(nil, nil); len(leaks) != 0 {
+		t.Fatalf("the test framework's goroutines counted as leaks: %+v", leaks)
+	}
+}
+
+func blockedForever(started, stop chan struct{}) {
+	close(started)
+	<-stop
+}
