@@ -1,0 +1,236 @@
+// The whole-API fault generator's property checks against the masters
+// themselves: leases, releases, expiry, liveness, and its report.
+
+package redlock
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/redlock-go/redlock/internal/chaos"
+)
+
+// checkLease checks property 2 for l, which no other call is using: a
+// majority of the masters keeps l's token at least until l.Until(). A
+// master counts against it if its key is gone, holds another token, or
+// expires before Until (reply time + PTTL + 1 ms for PTTL's rounding);
+// masters that cannot be read (paused, down) count neither way.
+func (g *generator) checkLease(l *Lock, when string) {
+	until := l.Until()
+	if !time.Now().Before(until) {
+		return
+	}
+	g.leaseChecks.Add(1)
+	nodes := g.s.cl.Nodes
+	seen := make([]string, len(nodes))
+	against := make([]bool, len(nodes))
+	var wg sync.WaitGroup
+	for i, n := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(bg, genLeaseWait)
+			defer cancel()
+			v, ttl, at, err := n.Lease(ctx, l.Key())
+			switch {
+			case err != nil:
+				seen[i] = "unread"
+			case v != l.Token():
+				against[i] = at.Before(until)
+				seen[i] = fmt.Sprintf("%.8q", v)
+			case ttl == -1: // no expiry at all: property 3's business
+				seen[i] = "ours, no expiry"
+			default:
+				against[i] = at.Add(ttl + time.Millisecond).Before(until)
+				seen[i] = fmt.Sprintf("ours until %+v", time.Until(at.Add(ttl)).Round(time.Millisecond))
+			}
+		}()
+	}
+	wg.Wait()
+	n := 0
+	for _, a := range against {
+		if a {
+			n++
+		}
+	}
+	if n > len(nodes)-quorum(len(nodes)) {
+		g.violation(pUntil, l.Key(), "Until %+v of %.8s on %q %s is later than its keys' expiry on %d masters: %v",
+			time.Until(until).Round(time.Millisecond), l.Token(), l.Key(), when, n, seen)
+	}
+}
+
+// checkRelease checks property 6 after an Unlock that began at start:
+// once every delete it sends has had its node deadline (two rounds: a
+// hand-off, then the release), on the masters that stayed up and reachable
+// and answered every command that carried the token. (Where one went
+// unanswered, a late SET may land after its release and stay until its
+// TTL: a documented limitation, bounded by property 3.) A key still there
+// is read again a little later, so that a delete merely slow to start is
+// not taken for a missing one; a key that expired meanwhile proves nothing.
+func (g *generator) checkRelease(key, token string, health chaos.Health, holder string, start time.Time) {
+	clean := func() []int {
+		var out []int
+		for i, up := range g.sched.Reachable(health) {
+			if up && g.calls.Settled(token, i) {
+				out = append(out, i)
+			}
+		}
+		return out
+	}
+	kept := func(i int) (bool, time.Duration) {
+		ctx, cancel := context.WithTimeout(bg, genLeaseWait)
+		defer cancel()
+		v, ttl, _, err := g.s.cl.Nodes[i].Lease(ctx, key)
+		return err == nil && v == token, ttl
+	}
+	g.bg.Add(1)
+	time.AfterFunc(time.Until(start.Add(2*chaosNodeD+scaled(25*time.Millisecond))), func() {
+		defer g.bg.Done()
+		g.relChecks.Add(1)
+		var suspects []int
+		for _, i := range clean() {
+			if ok, _ := kept(i); ok {
+				suspects = append(suspects, i)
+			}
+		}
+		if len(suspects) == 0 {
+			return
+		}
+		time.Sleep(chaosNodeD) // a delete slow to start
+		for _, i := range suspects {
+			if !slices.Contains(clean(), i) {
+				continue
+			}
+			if ok, ttl := kept(i); ok {
+				g.violation(pRelease, key, "%s's Unlock of %.8s on %q left its key on master %d (up and answering every command since the lock was requested; now %v) for another %v",
+					holder, token, key, i, g.sched.Health().Faults()[i], ttl)
+			}
+		}
+	})
+}
+
+// prober checks property 7 now and then: while a majority and one more
+// of the masters are up, reachable and not out of memory, one of three
+// TryLocks of a free key (a fresh one each, so that an attempt's clean-up
+// never stands in the next one's way) must succeed.
+func (g *generator) prober(ctx context.Context) {
+	rng := rand.New(rand.NewPCG(g.s.seed, 100))
+	usable := func(faults []chaos.Fault) int {
+		n := 0
+		for _, f := range faults {
+			if f == chaos.Healthy || f == chaos.ChannelsRevoked {
+				n++
+			}
+		}
+		return n
+	}
+	need := quorum(len(g.s.cl.Nodes)) + 1
+	select { // the run's start: dials, script loads and AOF rewrites
+	case <-ctx.Done():
+		return
+	case <-time.After(scaled(500 * time.Millisecond)):
+	}
+	for i := 0; ; i++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Duration(rng.Int64N(int64(scaled(200 * time.Millisecond))))):
+		}
+		health := g.sched.Health()
+		if usable(g.sched.Since(health)) < need {
+			continue
+		}
+		var errs []error
+		for try := range 3 {
+			l, err := g.probe.TryLock(bg, fmt.Sprintf("chaos:gen:probe%d.%d", i, try), genMinTTL)
+			if err == nil {
+				_ = l.Unlock(bg)
+				break
+			}
+			errs = append(errs, err)
+		}
+		if usable(g.sched.Since(health)) < need { // a fault came meanwhile: no verdict
+			continue
+		}
+		g.tally.Add("probe TryLock", map[bool]string{true: "ok", false: "failed"}[len(errs) < 3])
+		if len(errs) == 3 {
+			g.violation(pProgress, "", "3 TryLocks of free keys failed while the masters were %v: %v", health.Faults(), errs)
+		}
+	}
+}
+
+// checkExpiry checks property 3: with every Client closed, no lock key
+// lives longer than the largest TTL, and after that long none is left.
+func (g *generator) checkExpiry() {
+	start := time.Now()
+	for i, keys := range g.s.cl.KeyTTLs(g.s.t, "chaos:gen:*") {
+		for k, ttl := range keys {
+			if ttl < 0 || ttl > genMaxTTL {
+				g.violation(pExpiry, k, "master %d keeps %q for %v, longer than the largest TTL %v", i, k, ttl, genMaxTTL)
+			}
+		}
+	}
+	time.Sleep(time.Until(start.Add(genMaxTTL + scaled(50*time.Millisecond)))) // every TTL runs out
+	for i, keys := range g.s.cl.KeyTTLs(g.s.t, "chaos:gen:*") {
+		for k, ttl := range keys {
+			g.violation(pExpiry, k, "master %d still keeps %q (PTTL %v) a largest TTL after the clients closed", i, k, ttl)
+		}
+	}
+}
+
+// report fails the run for every property that failed, with the seed and
+// the part of the history that shows it, and for every kind of call that
+// never succeeded.
+func (g *generator) report() {
+	t, seed := g.s.t, g.s.seed
+	overlaps := g.s.hist.Overlaps()
+	for i, o := range overlaps {
+		if i == 3 {
+			t.Errorf("… %d overlaps in all", len(overlaps))
+			break
+		}
+		t.Errorf("SAFETY VIOLATION (seed %d), property %s: %v\nhistory of %q around it:\n%s", seed, pOverlap, o, o.Key,
+			g.s.hist.Excerpt(o.Key, o.At.Add(-genMaxTTL), o.At.Add(o.By+chaosSlack)))
+	}
+	if value, completed := g.s.hist.Counter(); value != completed {
+		t.Errorf("SAFETY VIOLATION (seed %d): counter %d after %d completed sections", seed, value, completed)
+	}
+	g.mu.Lock()
+	for _, p := range slices.Sorted(maps.Keys(g.counts)) {
+		t.Errorf("seed %d: property %s: %d violations; the first:", seed, p, g.counts[p])
+		for i, v := range g.violations[p] {
+			if i == 0 && v.key != "" {
+				t.Errorf("  %s\nhistory of %q before it:\n%s", v.msg, v.key, g.s.hist.Excerpt(v.key, v.at.Add(-genMaxTTL), v.at))
+				continue
+			}
+			t.Errorf("  %s", v.msg)
+		}
+	}
+	g.mu.Unlock()
+	success := map[string]string{
+		"TryLock": "ok", "Lock": "ok", "Extend": "ok", "Extend (pair)": "ok", "Extend (racing Unlock)": "not held", // Unlock nearly always wins
+		"Unlock": "ok", "Unlock (racing Extend)": "ok", fnNil: "ok", fnErr: "fn error", fnPanic: "panicked",
+		fnLong: "ok", "Close": "ok", "call after Close": "closed", "probe TryLock": "ok",
+	}
+	for _, kind := range slices.Sorted(maps.Keys(success)) {
+		if g.tally.Count(kind, success[kind]) == 0 {
+			t.Errorf("seed %d: no %s ever succeeded (%d calls): the run did not test it", seed, kind, g.tally.Calls(kind))
+		}
+	}
+	if g.handOffs.Load() == 0 {
+		t.Errorf("seed %d: no hand-off: the run did not test them", seed)
+	}
+	g.mu.Lock()
+	if g.dump != "" {
+		t.Logf("%s", g.dump)
+	}
+	g.mu.Unlock()
+	if t.Failed() {
+		t.Logf("replay the schedule with REDLOCK_CHAOS_SEED=%d", seed)
+	}
+}
