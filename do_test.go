@@ -7,8 +7,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // Tests of Do, Lock.Done, the local FIFO of waiters and pub/sub wake-ups.
@@ -239,26 +237,6 @@ func TestDoneClosesAtUnlockAndStaysOpenAcrossExtend(t *testing.T) {
 	<-nilLock.Done() // closed, not nil: must not block
 }
 
-// queued waits until n goroutines wait in c's FIFO for key.
-func queued(t *testing.T, c *Client, key string, n int) {
-	t.Helper()
-	within(t, scaled(5*time.Second), "queueing", func() bool {
-		for {
-			c.turns.mu.Lock()
-			q := c.turns.q[key]
-			got := 0
-			if q != nil {
-				got = len(q.waiters)
-			}
-			c.turns.mu.Unlock()
-			if got >= n {
-				return true
-			}
-			time.Sleep(time.Millisecond) // the queue has no signal for tests
-		}
-	})
-}
-
 func TestLocalWaitersAreServedInArrivalOrder(t *testing.T) {
 	m := newMinis(t, 5, nil)
 	cmds := countCommands(m.clients)
@@ -347,33 +325,6 @@ func TestLocalTurnPassesWhenTheHoldersValidityEnds(t *testing.T) {
 	}
 }
 
-// numsub is how many subscribers key.s notice channel has on node i.
-func (r *realNodes) numsub(i int, key string) int64 {
-	r.t.Helper()
-	n, err := r.admin[i].PubSubNumSub(bg, noticeChannel(key)).Result()
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	return n[noticeChannel(key)]
-}
-
-// subscribed waits until every node has a subscriber for key's releases.
-func (r *realNodes) subscribed(key string) {
-	r.t.Helper()
-	within(r.t, scaled(5*time.Second), "subscribing", func() bool {
-		for {
-			all := true
-			for i := range r.admin {
-				all = all && r.numsub(i, key) > 0
-			}
-			if all {
-				return true
-			}
-			time.Sleep(time.Millisecond) // the server offers no signal
-		}
-	})
-}
-
 // TestWaiterWakesOnReleaseNotOnItsBackoff: a waiter in another Client (as in
 // another process) has a 1 s backoff; the release notice must wake it long
 // before that.
@@ -430,37 +381,6 @@ func TestLostSubscriptionDegradesToPolling(t *testing.T) {
 	awaitLock(t, res, "the waiter hung after losing its subscription")
 }
 
-// lockInBackground calls c.Lock(ctx, key, time.Minute) in a goroutine and
-// reports its error.
-func lockInBackground(ctx context.Context, c *Client, key string) <-chan error {
-	res := make(chan error, 1)
-	go func() {
-		_, err := c.Lock(ctx, key, time.Minute)
-		res <- err
-	}()
-	return res
-}
-
-// awaitLock fails the test unless the waiter's Lock, reporting on res,
-// succeeds within a generous bound.
-func awaitLock(t *testing.T, res <-chan error, hung string) {
-	t.Helper()
-	awaitLockWithin(t, res, scaled(2*time.Second), hung)
-}
-
-// awaitLockWithin is awaitLock with the bound given.
-func awaitLockWithin(t *testing.T, res <-chan error, bound time.Duration, hung string) {
-	t.Helper()
-	select {
-	case err := <-res:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(bound):
-		t.Fatal(hung)
-	}
-}
-
 // TestClosedSubscriptionDegradesToPolling: the same with the subscription
 // gone for good (closed under the waker), so only the timer is left.
 func TestClosedSubscriptionDegradesToPolling(t *testing.T) {
@@ -489,14 +409,4 @@ func TestClosedSubscriptionDegradesToPolling(t *testing.T) {
 		t.Fatal(err)
 	}
 	awaitLock(t, res, "the waiter hung with its subscription closed")
-}
-
-// countCommands counts the commands go-redis sends on clients (pub/sub
-// calls go through their own connection and are not seen here).
-func countCommands(clients []redis.UniversalClient) func() int {
-	rec := &commandRecorder{}
-	for _, c := range clients {
-		c.AddHook(rec)
-	}
-	return func() int { return len(rec.commands()) }
 }

@@ -1,17 +1,25 @@
+// Helpers every test tier shares: the unit tier's in-process masters (minis),
+// real redis-server masters (realNodes), waiting on Lock calls in the
+// background, counting commands, and the time scale for liveness bounds.
+
 package redlock
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/alicebob/miniredis/v2/server"
 	"github.com/redis/go-redis/v9"
+	"github.com/redlock-go/redlock/internal/redistest"
 )
 
 // minis is the unit tier's set of masters: in-process miniredis servers.
@@ -228,3 +236,217 @@ func commandCalls(tb testing.TB, admin *redis.Client, names ...string) int64 {
 	}
 	return n
 }
+
+type realNodes struct {
+	t       *testing.T
+	servers []*redistest.Server
+	clients []redis.UniversalClient // what the Client uses
+	admin   []*redis.Client         // for the test to look at and set keys
+}
+
+func startReal(t *testing.T, n int) *realNodes {
+	t.Helper()
+	r := &realNodes{t: t, servers: redistest.StartN(t, n)}
+	for _, s := range r.servers {
+		r.clients = append(r.clients, s.Client(nil))
+		r.admin = append(r.admin, s.Client(&redis.Options{MaxRetries: -1}))
+	}
+	return r
+}
+
+func (r *realNodes) client(opts ...Option) *Client {
+	r.t.Helper()
+	c, err := New(r.clients, opts...)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.t.Cleanup(func() {
+		// Resume paused nodes first, so that Close need not wait out the
+		// driver's timeouts for requests they hold.
+		for _, s := range r.servers {
+			s.Resume()
+		}
+		_ = c.Close()
+	})
+	return c
+}
+
+// values returns key's value on every node, "" where absent.
+func (r *realNodes) values(key string) []string {
+	r.t.Helper()
+	vs := make([]string, len(r.admin))
+	for i, a := range r.admin {
+		v, err := a.Get(bg, key).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			r.t.Fatalf("GET on node %d: %v", i, err)
+		}
+		vs[i] = v
+	}
+	return vs
+}
+
+func (r *realNodes) count(key, value string) int { return count(r, key, value) }
+
+func (r *realNodes) take(i int, key, token string, ttl time.Duration) {
+	r.t.Helper()
+	if err := r.admin[i].Set(bg, key, token, ttl).Err(); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// queued waits until n goroutines wait in c's FIFO for key.
+func queued(t *testing.T, c *Client, key string, n int) {
+	t.Helper()
+	within(t, scaled(5*time.Second), "queueing", func() bool {
+		for {
+			c.turns.mu.Lock()
+			q := c.turns.q[key]
+			got := 0
+			if q != nil {
+				got = len(q.waiters)
+			}
+			c.turns.mu.Unlock()
+			if got >= n {
+				return true
+			}
+			time.Sleep(time.Millisecond) // the queue has no signal for tests
+		}
+	})
+}
+
+// numsub is how many subscribers key.s notice channel has on node i.
+func (r *realNodes) numsub(i int, key string) int64 {
+	r.t.Helper()
+	n, err := r.admin[i].PubSubNumSub(bg, noticeChannel(key)).Result()
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return n[noticeChannel(key)]
+}
+
+// subscribed waits until every node has a subscriber for key's releases.
+func (r *realNodes) subscribed(key string) {
+	r.t.Helper()
+	within(r.t, scaled(5*time.Second), "subscribing", func() bool {
+		for {
+			all := true
+			for i := range r.admin {
+				all = all && r.numsub(i, key) > 0
+			}
+			if all {
+				return true
+			}
+			time.Sleep(time.Millisecond) // the server offers no signal
+		}
+	})
+}
+
+// lockInBackground calls c.Lock(ctx, key, time.Minute) in a goroutine and
+// reports its error.
+func lockInBackground(ctx context.Context, c *Client, key string) <-chan error {
+	res := make(chan error, 1)
+	go func() {
+		_, err := c.Lock(ctx, key, time.Minute)
+		res <- err
+	}()
+	return res
+}
+
+// awaitLock fails the test unless the waiter's Lock, reporting on res,
+// succeeds within a generous bound.
+func awaitLock(t *testing.T, res <-chan error, hung string) {
+	t.Helper()
+	awaitLockWithin(t, res, scaled(2*time.Second), hung)
+}
+
+// awaitLockWithin is awaitLock with the bound given.
+func awaitLockWithin(t *testing.T, res <-chan error, bound time.Duration, hung string) {
+	t.Helper()
+	select {
+	case err := <-res:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(bound):
+		t.Fatal(hung)
+	}
+}
+
+// countCommands counts the commands go-redis sends on clients (pub/sub
+// calls go through their own connection and are not seen here).
+func countCommands(clients []redis.UniversalClient) func() int {
+	rec := &commandRecorder{}
+	for _, c := range clients {
+		c.AddHook(rec)
+	}
+	return func() int { return len(rec.commands()) }
+}
+
+// contend runs workers goroutines that each take the lock rounds times and
+// checks mutual exclusion.
+func contend(t *testing.T, nodes []redis.UniversalClient, workers, rounds int) {
+	t.Helper()
+	c, err := New(nodes, WithRetryDelay(time.Millisecond, 20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var inside, maxInside atomic.Int32
+	counter := 0 // guarded by the lock alone: -race reports any overlap too
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range rounds {
+				ctx, cancel := context.WithTimeout(bg, scaled(30*time.Second))
+				l, err := c.Lock(ctx, "contended", 10*time.Second)
+				cancel()
+				if err != nil {
+					errs <- err
+					return
+				}
+				if n := inside.Add(1); n > maxInside.Load() {
+					maxInside.Store(n)
+				}
+				v := counter
+				time.Sleep(100 * time.Microsecond) // widen the read-modify-write window
+				counter = v + 1
+				inside.Add(-1)
+				if err := l.Unlock(bg); err != nil {
+					errs <- fmt.Errorf("Unlock: %w", err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if maxInside.Load() != 1 {
+		t.Fatalf("%d holders at once", maxInside.Load())
+	}
+	if counter != workers*rounds {
+		t.Fatalf("counter = %d, want %d: critical sections overlapped", counter, workers*rounds)
+	}
+}
+
+// timeScale stretches every liveness bound and test timing in the suite, so
+// that -race and a loaded 2-core machine do not make tests flaky. It is 1,
+// 4 under -race, or REDLOCK_TIME_SCALE when set. Safety assertions never
+// depend on it.
+var timeScale = func() float64 {
+	if s, err := strconv.ParseFloat(os.Getenv("REDLOCK_TIME_SCALE"), 64); err == nil && s > 0 {
+		return s
+	}
+	if raceEnabled {
+		return 4
+	}
+	return 1
+}()
+
+// scaled returns d stretched by timeScale.
+func scaled(d time.Duration) time.Duration { return time.Duration(float64(d) * timeScale) }

@@ -5,72 +5,11 @@ import (
 	"errors"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
-
-	"github.com/redlock-go/redlock/internal/redistest"
 )
 
 // The integration tier: five real redis-server processes per test, driven
 // through go-redis clients with go-redis's default options (3 s read timeout,
 // 3 retries), as users run them.
-
-type realNodes struct {
-	t       *testing.T
-	servers []*redistest.Server
-	clients []redis.UniversalClient // what the Client uses
-	admin   []*redis.Client         // for the test to look at and set keys
-}
-
-func startReal(t *testing.T, n int) *realNodes {
-	t.Helper()
-	r := &realNodes{t: t, servers: redistest.StartN(t, n)}
-	for _, s := range r.servers {
-		r.clients = append(r.clients, s.Client(nil))
-		r.admin = append(r.admin, s.Client(&redis.Options{MaxRetries: -1}))
-	}
-	return r
-}
-
-func (r *realNodes) client(opts ...Option) *Client {
-	r.t.Helper()
-	c, err := New(r.clients, opts...)
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	r.t.Cleanup(func() {
-		// Resume paused nodes first, so that Close need not wait out the
-		// driver's timeouts for requests they hold.
-		for _, s := range r.servers {
-			s.Resume()
-		}
-		_ = c.Close()
-	})
-	return c
-}
-
-// values returns key's value on every node, "" where absent.
-func (r *realNodes) values(key string) []string {
-	r.t.Helper()
-	vs := make([]string, len(r.admin))
-	for i, a := range r.admin {
-		v, err := a.Get(bg, key).Result()
-		if err != nil && !errors.Is(err, redis.Nil) {
-			r.t.Fatalf("GET on node %d: %v", i, err)
-		}
-		vs[i] = v
-	}
-	return vs
-}
-
-func (r *realNodes) count(key, value string) int { return count(r, key, value) }
-
-func (r *realNodes) take(i int, key, token string, ttl time.Duration) {
-	r.t.Helper()
-	if err := r.admin[i].Set(bg, key, token, ttl).Err(); err != nil {
-		r.t.Fatal(err)
-	}
-}
 
 func TestRealAllMasksOfTakenNodes(t *testing.T) {
 	r := startReal(t, 5)

@@ -622,58 +622,6 @@ func TestContendingGoroutinesNeverOverlap(t *testing.T) {
 	contend(t, m.clients, 16, 10)
 }
 
-// contend runs workers goroutines that each take the lock rounds times and
-// checks mutual exclusion.
-func contend(t *testing.T, nodes []redis.UniversalClient, workers, rounds int) {
-	t.Helper()
-	c, err := New(nodes, WithRetryDelay(time.Millisecond, 20*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	var inside, maxInside atomic.Int32
-	counter := 0 // guarded by the lock alone: -race reports any overlap too
-	var wg sync.WaitGroup
-	errs := make(chan error, workers)
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range rounds {
-				ctx, cancel := context.WithTimeout(bg, scaled(30*time.Second))
-				l, err := c.Lock(ctx, "contended", 10*time.Second)
-				cancel()
-				if err != nil {
-					errs <- err
-					return
-				}
-				if n := inside.Add(1); n > maxInside.Load() {
-					maxInside.Store(n)
-				}
-				v := counter
-				time.Sleep(100 * time.Microsecond) // widen the read-modify-write window
-				counter = v + 1
-				inside.Add(-1)
-				if err := l.Unlock(bg); err != nil {
-					errs <- fmt.Errorf("Unlock: %w", err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
-	if maxInside.Load() != 1 {
-		t.Fatalf("%d holders at once", maxInside.Load())
-	}
-	if counter != workers*rounds {
-		t.Fatalf("counter = %d, want %d: critical sections overlapped", counter, workers*rounds)
-	}
-}
-
 // TestNoGoroutineOutlivesItsWork: hung nodes leave goroutines behind an
 // attempt only until their replies arrive and are cleaned up; Close waits
 // for exactly that, and nothing is left after it.
