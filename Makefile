@@ -4,14 +4,20 @@ GOLANGCI_LINT_VERSION := v2.15.0
 GOBIN := $(shell go env GOPATH)/bin
 GOLANGCI_LINT := $(GOBIN)/golangci-lint
 
-.PHONY: test check lint race fuzz mutants bench demo compose-smoke chaos-soak
+.PHONY: test check deps lint race fuzz mutants bench demo compose-smoke chaos-soak
 
 ## test: formatting, vet, lint, every test with the race detector (needs redis-server; installed when missing), fuzzing, mutants
 test: check race fuzz mutants
 
-check: lint
+check: lint deps
 	@unformatted=$$(gofmt -l .); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	go vet ./...
+
+## deps: go.mod/go.sum tidy, a consumer's module graph lean, govulncheck (skipped where its database is unreachable)
+deps:
+	go mod tidy -diff
+	scripts/check-module-graph.sh
+	scripts/govulncheck.sh
 
 lint: $(GOLANGCI_LINT)
 	$(GOLANGCI_LINT) run ./...
