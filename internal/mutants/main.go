@@ -48,8 +48,8 @@ var mutants = []mutant{
 	{
 		name:    "hand-off-abandons-the-old-holds",
 		file:    "handoff.go",
-		from:    "			_ = l.holds[n.index].await(ctx)\n",
-		to:      "			_ = l.holds[n.index].await(ctx)\n			l.holds[n.index].abandon()\n",
+		from:    "	_ = l.holds[n.index].await(ctx)\n",
+		to:      "	_ = l.holds[n.index].await(ctx)\n	l.holds[n.index].abandon()\n",
 		killers: "TestFailedHandOffReleasesAndServesTheWaiter|TestHandOffTooSlowForTheWaitersTTLStillReleases",
 	},
 	{
@@ -103,7 +103,7 @@ var mutants = []mutant{
 	},
 	{
 		name:    "lost-extend-leaves-its-keys",
-		file:    "lock.go",
+		file:    "extend.go",
 		from:    "	pass()\n	l.abandon(ttl)\n}",
 		to:      "	pass()\n}",
 		killers: "TestExtendThatEndsNotHeldLeavesNoKeys|TestExtendAfterTheValidityEndedReleasesWhatAFailedExtendLengthened",
@@ -118,8 +118,8 @@ var mutants = []mutant{
 	{
 		name:    "backing-off-lock-ignores-close",
 		file:    "retry.go",
-		from:    "			case <-c.closing:\n				return nil, fmt.Errorf(\"%w: %q: %w while waiting\", ErrNotObtained, key, ErrClosed)\n			}\n\n		case jitterFirst:",
-		to:      "			}\n\n		case jitterFirst:",
+		from:    "	case <-lp.c.closing:\n		return false, fmt.Errorf(\"%w: %q: %w while waiting\", ErrNotObtained, lp.key, ErrClosed)\n",
+		to:      "",
 		killers: "TestCloseEndsALockWaitingOnItsBackoff",
 	},
 	{
