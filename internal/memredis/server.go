@@ -88,6 +88,7 @@ func (s *Server) listen() error {
 	_, _ = rand.Read(id)
 	s.mu.Lock()
 	s.ln, s.addr, s.runID, s.started = ln, ln.Addr().String(), hex.EncodeToString(id), time.Now()
+	s.errMsg = ""
 	s.mu.Unlock()
 	s.wg.Add(1)
 	go s.accept(ln)
@@ -119,7 +120,7 @@ func (s *Server) Close() {
 
 // Restart listens again on the address of a closed server, keeping its
 // data and scripts, as a master with persistence would come back. Its
-// run_id changes.
+// run_id changes, and an error set by SetError is cleared.
 func (s *Server) Restart() error {
 	s.mu.Lock()
 	running := s.ln != nil
