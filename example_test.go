@@ -6,19 +6,19 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/internal/memredis"
 )
 
 // fiveMasters starts five in-process masters so the examples run anywhere;
 // in production these are five independent redis-server instances.
 func fiveMasters() (nodes []redis.UniversalClient, stop func()) {
-	var servers []*miniredis.Miniredis
+	var servers []*memredis.Server
 	for range 5 {
-		s := miniredis.NewMiniRedis()
-		if err := s.Start(); err != nil {
+		s, err := memredis.Run()
+		if err != nil {
 			panic(err)
 		}
 		servers = append(servers, s)

@@ -16,26 +16,27 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
-	"github.com/alicebob/miniredis/v2/server"
 	"github.com/redis/go-redis/v9"
+	"github.com/redlock-go/redlock/internal/memredis"
 	"github.com/redlock-go/redlock/internal/redistest"
 )
 
-// minis is the unit tier's set of masters: in-process miniredis servers.
+// minis is the unit tier's set of masters: in-process memredis servers,
+// whose clocks stand still but for fastForward (TTLs read back exactly).
 type minis struct {
 	t       *testing.T
-	servers []*miniredis.Miniredis
+	servers []*memredis.Server
 	clients []redis.UniversalClient
 }
 
-// newMinis starts n miniredis servers and a go-redis client for each, with
+// newMinis starts n memredis servers and a go-redis client for each, with
 // go-redis's defaults unless opt says otherwise.
 func newMinis(t *testing.T, n int, opt *redis.Options) *minis {
 	t.Helper()
 	m := &minis{t: t}
 	for range n {
-		s := miniredis.RunT(t)
+		s := memredis.RunT(t)
+		s.FreezeClock()
 		o := redis.Options{}
 		if opt != nil {
 			o = *opt
@@ -72,7 +73,7 @@ func (m *minis) values(key string) []string {
 }
 
 // A keyspace is a set of masters a test can look into and write to
-// directly, bypassing the Client: miniredis servers or real ones.
+// directly, bypassing the Client: memredis servers or real ones.
 type keyspace interface {
 	values(key string) []string // key's value on every node, "" where absent
 	take(i int, key, token string, ttl time.Duration)
@@ -145,18 +146,18 @@ func (m *minis) take(i int, key, token string, ttl time.Duration) {
 func (m *minis) block(i int) (arrived <-chan string, unblock func()) {
 	gate := make(chan struct{})
 	got := make(chan string, 100)
-	m.servers[i].Server().SetPreHook(func(_ *server.Peer, cmd string, _ ...string) bool {
+	m.servers[i].SetPreHook(func(cmd string, _ []string) error {
 		select {
 		case got <- cmd:
 		default:
 		}
 		<-gate
-		return false
+		return nil
 	})
 	var once sync.Once
 	unblock = func() {
 		once.Do(func() {
-			m.servers[i].Server().SetPreHook(nil)
+			m.servers[i].SetPreHook(nil)
 			close(gate)
 		})
 	}

@@ -406,7 +406,7 @@ func TestCloseEndsALockWaitingOnItsBackoff(t *testing.T) {
 	// key's notices and waits on its hour-long backoff.
 	within(t, scaled(5*time.Second), "the waiter's subscription", func() bool {
 		for m.servers[0].PubSubNumSub(noticeChannel("k"))[noticeChannel("k")] == 0 {
-			time.Sleep(time.Millisecond) // miniredis has no signal for a SUBSCRIBE
+			time.Sleep(time.Millisecond) // memredis has no signal for a SUBSCRIBE
 		}
 		return true
 	})

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2/server"
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 	"github.com/redlock-go/redlock/internal/leakcheck"
@@ -313,16 +312,15 @@ func TestLockReportsTheLastCompleteAttempt(t *testing.T) {
 	defer close(gate)
 	for i := range 3 {
 		var calls atomic.Int32
-		m.servers[i].Server().SetPreHook(func(p *server.Peer, cmd string, _ ...string) bool {
+		m.servers[i].SetPreHook(func(cmd string, _ []string) error {
 			if cmd != "EVALSHA" && cmd != "EVAL" {
-				return false
+				return nil
 			}
 			if calls.Add(1) == 1 {
-				p.WriteError("ERR disk on fire")
-				return true
+				return errors.New("ERR disk on fire")
 			}
 			<-gate
-			return false
+			return nil
 		})
 	}
 	ctx, cancel := context.WithTimeout(bg, scaled(200*time.Millisecond))

@@ -4,11 +4,10 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
+	"github.com/redlock-go/redlock/internal/memredis"
 )
 
 // masters is the set of Redis masters the demo runs against: five embedded
@@ -17,9 +16,7 @@ type masters struct {
 	addrs   []string
 	clients []redis.UniversalClient
 
-	embedded []*miniredis.Miniredis // nil for real masters
-	stopTick chan struct{}
-	wg       sync.WaitGroup
+	embedded []*memredis.Server // nil for real masters
 }
 
 func init() {
@@ -41,10 +38,10 @@ var clientOptions = redis.Options{
 }
 
 func embeddedMasters(n int) (*masters, error) {
-	m := &masters{stopTick: make(chan struct{})}
+	m := &masters{}
 	for range n {
-		s := miniredis.NewMiniRedis()
-		if err := s.Start(); err != nil {
+		s, err := memredis.Run()
+		if err != nil {
 			m.close()
 			return nil, fmt.Errorf("start embedded master: %w", err)
 		}
@@ -52,26 +49,6 @@ func embeddedMasters(n int) (*masters, error) {
 		m.addrs = append(m.addrs, s.Addr())
 	}
 	m.connect()
-	// miniredis expires keys only when told time has passed: tell it, so
-	// the embedded masters expire locks like real ones.
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
-		t := time.NewTicker(5 * time.Millisecond)
-		defer t.Stop()
-		last := time.Now()
-		for {
-			select {
-			case <-m.stopTick:
-				return
-			case now := <-t.C:
-				for _, s := range m.embedded {
-					s.FastForward(now.Sub(last))
-				}
-				last = now
-			}
-		}
-	}()
 	return m, nil
 }
 
@@ -107,10 +84,6 @@ func (m *masters) start(i int) error { return m.embedded[i].Restart() }
 func (m *masters) close() {
 	for _, c := range m.clients {
 		_ = c.Close()
-	}
-	if m.stopTick != nil {
-		close(m.stopTick)
-		m.wg.Wait()
 	}
 	for _, s := range m.embedded {
 		s.Close()

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
+	"github.com/redlock-go/redlock/internal/memredis"
 
 	"github.com/redlock-go/redlock"
 )
@@ -18,7 +18,7 @@ func newLocks(t *testing.T) *redlock.Client {
 	t.Helper()
 	var nodes []redis.UniversalClient
 	for range 5 {
-		s := miniredis.RunT(t)
+		s := memredis.RunT(t)
 		c := redis.NewClient(&redis.Options{Addr: s.Addr()})
 		t.Cleanup(func() { _ = c.Close() })
 		nodes = append(nodes, c)
