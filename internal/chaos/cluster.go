@@ -1,15 +1,19 @@
 // Package chaos is the fault-injection harness of redlock's fault suite
 // (chaos_test.go at the module root): real redis-server masters, each behind
-// an in-process Toxiproxy TCP proxy, with faults a test can switch on and
-// off — kill, restart with or without persistence, SIGSTOP, black-holed
-// requests, lost replies, added latency, connection resets and a forward jump
-// of one node's clock — and the History that proves no two holders' validity
-// windows overlapped.
+// an in-process TCP proxy, with faults a test can switch on and off — kill,
+// restart with or without persistence, SIGSTOP, black-holed requests, lost
+// replies, added latency, connection resets and a forward jump of one node's
+// clock — and the History that proves no two holders' validity windows
+// overlapped.
 //
-// Network faults go through Toxiproxy (github.com/Shopify/toxiproxy/v2, run
-// inside the test process) rather than a home-made proxy: its toxics are
-// well tested, apply to connections already open, and tc/iptables are not
-// available on the machines that run the suite.
+// Network faults go through our own small proxy (Proxy, proxy.go), since
+// tc/iptables are not available on the machines that run the suite. It
+// replaced Toxiproxy, which pulled its server's dependencies (Prometheus,
+// zerolog, gorilla/mux, protobuf) into the module graph of every program
+// that imports the library, and which could deadlock removing a toxic from a
+// busy connection. Ours uses the standard library only, applies its faults
+// to connections already open as to new ones, heals without ever waiting on
+// a connection, and leaves no goroutine behind once stopped.
 package chaos
 
 import (
@@ -25,10 +29,7 @@ import (
 	"testing"
 	"time"
 
-	toxiproxy "github.com/Shopify/toxiproxy/v2"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
-	"github.com/rs/zerolog"
 
 	"github.com/redlock-go/redlock/internal/redistest"
 )
@@ -51,7 +52,6 @@ type Cluster struct {
 type Node struct {
 	Index  int
 	Server *redistest.Server
-	Proxy  *toxiproxy.Proxy
 	Admin  *redis.Client // straight to the server, never faulted, no retries
 
 	// reader is Lease's own client: reads of a node that is down fill a
@@ -59,12 +59,11 @@ type Node struct {
 	// for up to a second, and Admin must work right after a restart.
 	reader *redis.Client
 
-	t   testing.TB
-	srv *toxiproxy.ApiServer // for a Proxy that replaces a stuck one
+	proxy *Proxy // the clients' way to the server, where network faults happen
 
 	clockFile string // libfaketime's timestamp file; "" when the clock is real
 	mu        sync.Mutex
-	toxics    []string
+	faults    map[string]bool // the network faults on since the last Heal
 	aof       bool            // running with appendfsync always since the last restart
 	oom       bool            // OutOfMemory is in force
 	revoked   map[string]bool // users whose channel rights RevokeChannels removed
@@ -86,7 +85,6 @@ type Options struct {
 // the test ends.
 func Start(t testing.TB, n int, opt Options) *Cluster {
 	t.Helper()
-	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
 	c := &Cluster{t: t}
 	var users []string // as redis-server arguments; restarts keep them
 	for _, u := range opt.Users {
@@ -112,8 +110,12 @@ func Start(t testing.TB, n int, opt Options) *Cluster {
 		// ctx instead of go-redis's 3 s read timeout.
 		node.Admin = node.Server.Client(&redis.Options{MaxRetries: -1, ContextTimeoutEnabled: true})
 		node.reader = node.Server.Client(&redis.Options{MaxRetries: -1, ContextTimeoutEnabled: true})
-		node.t, node.srv = t, srv
-		node.startProxy("127.0.0.1:0")
+		p, err := NewProxy("127.0.0.1:0", node.Server.Addr)
+		if err != nil {
+			t.Fatalf("chaos: proxy for node %d: %v", i, err)
+		}
+		t.Cleanup(p.Stop)
+		node.proxy = p
 		c.Nodes = append(c.Nodes, node)
 	}
 	return c
@@ -144,7 +146,7 @@ func (c *Cluster) Clients(opt *redis.Options) []redis.UniversalClient {
 		if opt != nil {
 			o = *opt
 		}
-		o.Addr = n.Proxy.Listen
+		o.Addr = n.ProxyAddr()
 		rc := redis.NewClient(&o)
 		c.t.Cleanup(func() { _ = rc.Close() })
 		cs[i] = rc
@@ -229,90 +231,69 @@ func (c *Cluster) PTTLs(t testing.TB, key string) []time.Duration {
 	return out
 }
 
-func (n *Node) addToxic(name, typ, stream string, attrs string) error {
+// ProxyAddr is the address of the node's proxy, where Clients connect.
+func (n *Node) ProxyAddr() string { return n.proxy.Addr() }
+
+// fault switches the network fault name on with set, or fails if it is on
+// already (until Heal).
+func (n *Node) fault(name string, set func()) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	spec := fmt.Sprintf(`{"name":%q,"type":%q,"stream":%q,"toxicity":1,"attributes":%s}`, name, typ, stream, attrs)
-	if _, err := n.Proxy.Toxics.AddToxicJson(strings.NewReader(spec)); err != nil {
-		return fmt.Errorf("chaos: node %d: toxic %s: %w", n.Index, name, err)
+	if n.faults[name] {
+		return fmt.Errorf("chaos: node %d: fault %s is on already", n.Index, name)
 	}
-	n.toxics = append(n.toxics, name)
+	if n.faults == nil {
+		n.faults = map[string]bool{}
+	}
+	n.faults[name] = true
+	set()
 	return nil
 }
 
 // BlackHole drops every request to the node from now on: commands never
 // reach it and clients wait for replies that never come.
 func (n *Node) BlackHole() error {
-	return n.addToxic("blackhole", "timeout", "upstream", `{"timeout":0}`)
+	return n.fault("blackhole", n.proxy.BlackHole)
 }
 
 // DropReplies lets requests through but drops every reply: commands run,
 // clients never learn it.
 func (n *Node) DropReplies() error {
-	return n.addToxic("lost_replies", "timeout", "downstream", `{"timeout":0}`)
+	return n.fault("lost_replies", func() { n.proxy.DropReplies(0) })
 }
 
-// DropRepliesThenClose drops replies and closes each connection after
-// after, so that go-redis sees a network error and re-sends the command on a
-// new connection (its MaxRetries), where it runs again.
+// DropRepliesThenClose drops replies and closes each connection once after
+// has passed without a reply dropped on it (counted from now, or from a new
+// connection's start), so that go-redis sees a network error and re-sends
+// the command on a new connection (its MaxRetries), where it runs again.
 func (n *Node) DropRepliesThenClose(after time.Duration) error {
-	return n.addToxic("lost_replies_close", "timeout", "downstream", fmt.Sprintf(`{"timeout":%d}`, after.Milliseconds()))
+	return n.fault("lost_replies_close", func() { n.proxy.DropReplies(after) })
 }
 
 // Latency delays every reply by d.
 func (n *Node) Latency(d time.Duration) error {
-	return n.addToxic("latency", "latency", "downstream", fmt.Sprintf(`{"latency":%d,"jitter":0}`, d.Milliseconds()))
+	return n.fault("latency", func() { n.proxy.Latency(d) })
 }
 
 // ResetConnections answers every request with a TCP reset: the request is
 // dropped and the connection torn down.
 func (n *Node) ResetConnections() error {
-	return n.addToxic("reset", "reset_peer", "upstream", `{"timeout":0}`)
+	return n.fault("reset", n.proxy.ResetConnections)
 }
 
-// Heal removes the node's network faults. Removing a toxic that swallowed
-// data closes the connections it held, so clients waiting on them get an
-// error at once instead of waiting out their read timeout.
-//
-// Toxiproxy can deadlock removing a toxic from a link that is busy
-// flushing: RemoveToxic then waits forever, holding the proxy's toxics
-// lock. After healTimeout the proxy is replaced by a fresh one on the same
-// address instead, which drops every connection as a removal would; the
-// stuck goroutines are Toxiproxy's, left behind.
+// Heal removes the node's network faults at once; it never blocks on a
+// connection. Connections that were open while requests or replies were
+// being dropped are closed, so that clients waiting on them get an error at
+// once instead of waiting out their read timeout; replies held by Latency
+// are delivered at once.
 func (n *Node) Heal() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if len(n.toxics) == 0 {
+	if len(n.faults) == 0 {
 		return
 	}
-	proxy, names := n.Proxy, n.toxics
-	removed := make(chan struct{})
-	go func() {
-		defer close(removed)
-		for _, name := range names {
-			_ = proxy.Toxics.RemoveToxic(context.Background(), name)
-		}
-	}()
-	select {
-	case <-removed:
-	case <-time.After(healTimeout):
-		proxy.Stop()
-		n.startProxy(proxy.Listen)
-	}
-	n.toxics = nil
-}
-
-// healTimeout bounds a toxic's removal (see Heal).
-const healTimeout = 2 * time.Second
-
-// startProxy puts a new proxy to the node's server on listen.
-func (n *Node) startProxy(listen string) {
-	p := toxiproxy.NewProxy(n.srv, fmt.Sprintf("redis%d", n.Index), listen, n.Server.Addr)
-	if err := p.Start(); err != nil {
-		n.t.Fatalf("chaos: proxy for node %d: %v", n.Index, err)
-	}
-	n.t.Cleanup(p.Stop)
-	n.Proxy = p
+	n.proxy.Heal()
+	clear(n.faults)
 }
 
 // EnableAOF switches the running node to appendfsync always and waits until
@@ -553,12 +534,11 @@ func (n *Node) logTail() string {
 // OpenConns returns how many connections to the nodes' proxies are still
 // established from this process's side, read from /proc/net/tcp (Linux);
 // ok is false where it cannot be read. Once every client is closed it must
-// be 0: the proxy's own goroutines may linger (see its known races), but a
-// client connection left open is the client's leak.
+// be 0: a client connection left open is the client's leak.
 func (c *Cluster) OpenConns() (n int, ok bool) {
 	ports := map[string]bool{}
 	for _, nd := range c.Nodes {
-		_, port, err := net.SplitHostPort(nd.Proxy.Listen)
+		_, port, err := net.SplitHostPort(nd.ProxyAddr())
 		if err != nil {
 			return 0, false
 		}
