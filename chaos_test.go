@@ -22,8 +22,8 @@ import (
 )
 
 // The fault-injection suite: five real redis-server masters, each behind an
-// in-process Toxiproxy proxy, with the faults of the Redlock literature
-// injected under contending clients. Every scenario records each holder's
+// in-process fault proxy (internal/chaos), with the faults of the Redlock
+// literature injected under contending clients. Every scenario records each holder's
 // validity window in a chaos.History and fails if two windows on one key
 // overlap or the read-sleep-write counter lost an update. Scenarios 10 and
 // 12 are positive controls: known-unsafe setups the checker must catch.
