@@ -217,8 +217,8 @@ func TestProxyBlackHole(t *testing.T) {
 	es.nothing(t)
 
 	p.Heal()
-	closed(t, old) // it held a swallowed request: closed, not left to time out
-	closed(t, fresh)
+	_ = closed(t, old) // it held a swallowed request: closed, not left to time out
+	_ = closed(t, fresh)
 	roundTrip(t, es, dial(t, p), "after")
 	es.nothing(t) // what was swallowed stays lost
 }
@@ -239,8 +239,8 @@ func TestProxyDropReplies(t *testing.T) {
 	silent(t, fresh, time.Millisecond)
 
 	p.Heal()
-	closed(t, old)
-	closed(t, fresh)
+	_ = closed(t, old)
+	_ = closed(t, fresh)
 	roundTrip(t, es, dial(t, p), "after")
 }
 
@@ -268,7 +268,7 @@ func TestProxyDropRepliesThenClose(t *testing.T) {
 		c    net.Conn
 		from time.Time
 	}{{"busy", busy, sent}, {"idle", idle, set}, {"fresh", fresh, set}} {
-		closed(t, tc.c)
+		_ = closed(t, tc.c)
 		if d := time.Since(tc.from); d < after || d > after+2*time.Second {
 			t.Errorf("%s connection closed %v after its last reply or the fault's start, want about %v", tc.name, d, after)
 		}
@@ -407,7 +407,7 @@ func TestProxyStopLeavesNoGoroutine(t *testing.T) {
 		t.Fatalf("Stop still waits after 10 s:\n%s", buf[:runtime.Stack(buf, true)])
 	}
 	for _, i := range []int{0, 1, 3} { // 2 has its flood's echo to read first
-		closed(t, conns[i])
+		_ = closed(t, conns[i])
 	}
 	// Stop waited for them; one may still be unwinding past its last defer.
 	deadline := time.Now().Add(2 * time.Second)

@@ -1,7 +1,8 @@
-// commands.go holds the command table, the checks every command passes
+// The command table, the checks every command passes
 // (arity, pub/sub mode, scripts), and the connection and server commands:
 // PING, ECHO, SELECT, CLIENT, AUTH, QUIT, INFO, DBSIZE, FLUSHDB, FLUSHALL.
 // keys.go, lua.go and pubsub.go hold the others.
+
 package memredis
 
 import (
@@ -140,7 +141,7 @@ func cmdSelect(_ *Server, c *conn, args []string) any {
 }
 
 // cmdClient serves the CLIENT subcommands go-redis and the library use.
-func cmdClient(s *Server, c *conn, args []string) any {
+func cmdClient(_ *Server, c *conn, args []string) any {
 	sub := strings.ToUpper(args[1])
 	switch {
 	case sub == "SETNAME" && len(args) == 3:

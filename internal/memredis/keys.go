@@ -1,7 +1,8 @@
-// keys.go holds the keyspace: string keys with lazy expiry by the server's
+// The keyspace: string keys with lazy expiry by the server's
 // clock, the key commands (GET, SET, DEL, EXISTS, KEYS, TYPE, PTTL, TTL,
 // PEXPIRE, EXPIRE), and the Go methods tests use to look at and change
 // database 0 directly.
+
 package memredis
 
 import (
@@ -107,7 +108,7 @@ func cmdSet(s *Server, c *conn, args []string) any {
 		return e
 	}
 	old, exists := s.get(c.db, args[1])
-	written := !(o.nx && exists) && !(o.xx && !exists)
+	written := (!o.nx || !exists) && (!o.xx || exists)
 	if written {
 		e := entry{val: args[2]}
 		if o.ttl > 0 {

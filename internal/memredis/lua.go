@@ -1,11 +1,13 @@
-// lua.go holds scripting: EVAL, EVALSHA and SCRIPT, the redis table a
+// Scripting: EVAL, EVALSHA and SCRIPT, the redis table a
 // script sees (call, pcall, error_reply, status_reply, sha1hex, log), and
 // the conversions between Lua values and replies, by Redis's rules.
+
 package memredis
 
 import (
 	"crypto/sha1"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -98,7 +100,7 @@ func (s *Server) runScript(c *conn, sha string, p *lua.FunctionProto, args []str
 	defer L.Close()
 	L.SetGlobal("KEYS", stringsTable(L, args[1:1+n]))
 	L.SetGlobal("ARGV", stringsTable(L, args[1+n:]))
-	L.SetGlobal("redis", s.redisTable(L, &conn{s: s, db: c.db}, sha))
+	L.SetGlobal("redis", s.redisTable(L, &conn{s: s, db: c.db}))
 	L.SetGlobal("pcall", L.NewFunction(luaPcall))
 	protectGlobals(L)
 	L.Push(L.NewFunctionFromProto(p))
@@ -127,7 +129,7 @@ func newLuaState() *lua.LState {
 func luaPcall(L *lua.LState) int {
 	if err := L.PCall(L.GetTop()-1, lua.MultRet, nil); err != nil {
 		var e lua.LValue = lua.LString(err.Error())
-		if apiErr, ok := err.(*lua.ApiError); ok {
+		if apiErr := (*lua.ApiError)(nil); errors.As(err, &apiErr) {
 			e = apiErr.Object
 		}
 		if t, ok := e.(*lua.LTable); ok && t.RawGetString("err").Type() == lua.LTString {
@@ -165,7 +167,7 @@ func stringsTable(L *lua.LState, ss []string) *lua.LTable {
 }
 
 // redisTable builds the script's redis table; its commands run as pc.
-func (s *Server) redisTable(L *lua.LState, pc *conn, sha string) *lua.LTable {
+func (s *Server) redisTable(L *lua.LState, pc *conn) *lua.LTable {
 	t := L.NewTable()
 	t.RawSetString("call", L.NewFunction(func(L *lua.LState) int { return s.luaCall(L, pc, true) }))
 	t.RawSetString("pcall", L.NewFunction(func(L *lua.LState) int { return s.luaCall(L, pc, false) }))
@@ -236,8 +238,8 @@ func (s *Server) luaCall(L *lua.LState, pc *conn, raise bool) int {
 // scriptError is the reply to a script that raised an error, in Redis 7's
 // form: "<error> script: <sha>, on @user_script:<line>."
 func scriptError(err error, sha string) any {
-	apiErr, ok := err.(*lua.ApiError)
-	if !ok {
+	var apiErr *lua.ApiError
+	if !errors.As(err, &apiErr) {
 		return errReply("ERR " + err.Error())
 	}
 	msg, where := "ERR "+apiErr.Object.String(), apiErr.Object.String()

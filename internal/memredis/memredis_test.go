@@ -39,7 +39,7 @@ func client(t *testing.T, addr string, db int) *redis.Client {
 func do(c *redis.Client, args ...any) string {
 	v, err := c.Do(bg, args...).Result()
 	if err != nil {
-		if err == redis.Nil {
+		if errors.Is(err, redis.Nil) {
 			return "nil"
 		}
 		return "error: " + err.Error()
@@ -82,7 +82,9 @@ func TestHandshakeAndServerCommands(t *testing.T) {
 	if first == runID(other) {
 		t.Fatal("two servers share a run_id")
 	}
-	s.Set("k", "v")
+	if err := s.Set("k", "v"); err != nil {
+		t.Fatal(err)
+	}
 	s.SetError("LOADING Redis is loading the dataset in memory")
 	s.Close()
 	if err := s.Restart(); err != nil {
@@ -143,7 +145,9 @@ func TestExpiry(t *testing.T) {
 		t.Fatal("key outlived its deadline")
 	}
 	// Go API: Set clears a deadline, SetTTL sets one.
-	s.Set("g", "v")
+	if err := s.Set("g", "v"); err != nil {
+		t.Fatal(err)
+	}
 	if s.TTL("g") != 0 {
 		t.Fatal("Set left a deadline")
 	}

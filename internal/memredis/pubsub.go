@@ -1,6 +1,7 @@
-// pubsub.go holds publish/subscribe: SUBSCRIBE, UNSUBSCRIBE, PUBLISH and
+// Publish/subscribe: SUBSCRIBE, UNSUBSCRIBE, PUBLISH and
 // PUBSUB NUMSUB, with replies and messages in RESP2's array form, as Redis
 // sends them. Patterns (PSUBSCRIBE) are not supported.
+
 package memredis
 
 import (

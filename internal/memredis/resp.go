@@ -1,5 +1,6 @@
-// resp.go holds the RESP2 wire format: reading a client's commands and
+// The RESP2 wire format: reading a client's commands and
 // encoding the server's replies.
+
 package memredis
 
 import (
