@@ -1,3 +1,6 @@
+// The demo's run: contending workers, the timeline, the fault phases and the
+// summary.
+
 package main
 
 import (

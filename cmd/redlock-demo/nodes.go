@@ -1,3 +1,6 @@
+// The masters the demo runs against: five embedded in-process ones, or real
+// ones given with -nodes.
+
 package main
 
 import (

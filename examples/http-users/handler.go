@@ -1,3 +1,5 @@
+// The HTTP handler: create a user once, under a lock on its name.
+
 package main
 
 import (

@@ -1,3 +1,5 @@
+// Calls: which nodes answered every command that carried a token.
+
 package chaos
 
 import (

@@ -1,3 +1,6 @@
+// History: every holder's validity window and the overlap check, plus the
+// read-sleep-write counter invariant.
+
 package chaos
 
 import (

@@ -1,3 +1,6 @@
+// Schedule: a seeded random sequence of faults over the nodes, with
+// majority episodes.
+
 package chaos
 
 import (

@@ -1,3 +1,5 @@
+// Tally: operations counted by kind and outcome.
+
 package chaos
 
 import (

@@ -1,3 +1,5 @@
+// A Redis Cluster of real redis-server processes, masters only.
+
 package redistest
 
 import (

@@ -1,3 +1,5 @@
+// Sentinels: redis-server in sentinel mode, for failover clients.
+
 package redistest
 
 import (
