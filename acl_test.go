@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -226,5 +227,39 @@ func TestACLWithoutAScriptCommandIsAnErrorNotALock(t *testing.T) {
 	}
 	if err := l.Unlock(bg); err != nil {
 		t.Fatalf("Unlock: %v", err)
+	}
+}
+
+// Fence needs the counter keys (the lock keys' pattern covers them) and
+// INCR, as the README says; without INCR it is a clear error, not a fence.
+func TestMinimalACLForFence(t *testing.T) {
+	r := startReal(t, 5)
+	for _, tc := range []struct {
+		name  string
+		rules []string
+		ok    bool
+	}{
+		{"with +incr", append(slices.Clone(aclWithoutNotices), "+incr"), true},
+		{"without +incr", aclWithoutNotices, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := New(r.aclClients("app", tc.rules...), WithoutNotices())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			l, err := c.TryLock(bg, "lk:fenced", 10*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Unlock(bg) //nolint:errcheck // the test is about Fence
+			f, err := l.Fence(bg)
+			switch {
+			case tc.ok && (err != nil || f == 0):
+				t.Fatalf("Fence = %d, %v; want a fence", f, err)
+			case !tc.ok && (!errors.Is(err, ErrNotObtained) || !strings.Contains(fmt.Sprint(err), "can't run this command")):
+				t.Fatalf("Fence without +incr = %d, %v; want ErrNotObtained with the ACL error", f, err)
+			}
+		})
 	}
 }

@@ -28,6 +28,8 @@ import (
 //     joined with fn's own error if it returned one;
 //   - otherwise fn's error, unchanged (nil on success).
 //
+// fn finds the lock with LockFromContext(ctx), for its fence (Lock.Fence).
+//
 // If fn panics, Do stops extending, releases the lock and re-panics.
 //
 // A release that fails after fn succeeded under the lock is not reported:
@@ -42,7 +44,7 @@ func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(
 	if err != nil {
 		return err
 	}
-	fnCtx, cancel := context.WithCancelCause(ctx)
+	fnCtx, cancel := context.WithCancelCause(context.WithValue(ctx, lockKey{}, l))
 	defer cancel(nil)
 	stop := make(chan struct{})
 	watched := make(chan struct{})

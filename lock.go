@@ -26,6 +26,9 @@ type Lock struct {
 	ended    bool          // done is closed
 	timer    *time.Timer   // runs expire at until
 	pass     func()        // hands the Client's turn for key to its next waiter
+
+	fenceMu sync.Mutex // one Fence round at a time
+	fence   uint64     // once drawn; 0 before
 }
 
 // Done returns a channel that is closed when the lock can no longer be
@@ -92,6 +95,13 @@ func (l *Lock) passTurnAtEnd(pass func()) {
 	}
 	l.pass = pass
 	l.mu.Unlock()
+}
+
+// ttlNow returns the TTL of the last acquisition or extension.
+func (l *Lock) ttlNow() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ttl
 }
 
 // Key returns the locked key; "" for a nil *Lock.

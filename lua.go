@@ -25,4 +25,8 @@ var (
 	//go:embed lua/extend.lua
 	extendLua    string
 	extendScript = redis.NewScript(extendLua)
+
+	//go:embed lua/fence.lua
+	fenceLua    string
+	fenceScript = redis.NewScript(fenceLua)
 )

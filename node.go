@@ -5,6 +5,7 @@ package redlock
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -109,4 +110,26 @@ func (n *node) extend(ctx context.Context, key, token string, ttl time.Duration)
 		return false, err
 	}
 	return v == 1, nil
+}
+
+// fence runs the fence script on key's counter if key holds token: with
+// raise 0 it increments the counter, otherwise it raises it to at least
+// raise. It returns the counter's value, or 0 when key does not hold token.
+func (n *node) fence(ctx context.Context, key, token string, raise uint64) (uint64, error) {
+	arg := ""
+	if raise > 0 {
+		arg = strconv.FormatUint(raise, 10)
+	}
+	v, err := fenceScript.Run(ctx, n.client, []string{key, fenceKey(key, n.isCluster())}, token, arg).Int64()
+	if err != nil || v < 0 {
+		return 0, err
+	}
+	return uint64(v), nil
+}
+
+// isCluster reports whether the node is a Redis Cluster, whose scripts may
+// only touch keys of one hash slot.
+func (n *node) isCluster() bool {
+	_, ok := n.client.(*redis.ClusterClient)
+	return ok
 }

@@ -437,6 +437,9 @@ func TestNilAndZeroLockNeverPanic(t *testing.T) {
 			if err := l.Unlock(bg); !errors.Is(err, ErrNotHeld) {
 				t.Fatalf("Unlock: %v", err)
 			}
+			if _, err := l.Fence(bg); !errors.Is(err, ErrNotHeld) {
+				t.Fatalf("Fence: %v", err)
+			}
 		})
 	}
 }

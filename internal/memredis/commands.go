@@ -41,6 +41,7 @@ func init() {
 		"GET":     {arity: 2, run: cmdGet},
 		"SET":     {arity: -3, run: cmdSet},
 		"DEL":     {arity: -2, run: cmdDel},
+		"INCR":    {arity: 2, run: cmdIncr},
 		"EXISTS":  {arity: -2, run: cmdExists},
 		"KEYS":    {arity: 2, run: cmdKeys},
 		"TYPE":    {arity: 2, run: cmdType},

@@ -1,6 +1,6 @@
 // The keyspace: string keys with lazy expiry by the server's
 // clock, the key commands (GET, SET, DEL, EXISTS, KEYS, TYPE, PTTL, TTL,
-// PEXPIRE, EXPIRE), and the Go methods tests use to look at and change
+// PEXPIRE, EXPIRE, INCR), and the Go methods tests use to look at and change
 // database 0 directly.
 
 package memredis
@@ -8,6 +8,7 @@ package memredis
 import (
 	"errors"
 	"maps"
+	"math"
 	"path"
 	"slices"
 	"strconv"
@@ -123,6 +124,24 @@ func cmdSet(s *Server, c *conn, args []string) any {
 		return nil
 	}
 	return status("OK")
+}
+
+// cmdIncr serves INCR key: the value after adding 1 (a missing key counts
+// as 0), keeping the key's expiry.
+func cmdIncr(s *Server, c *conn, args []string) any {
+	e, exists := s.get(c.db, args[1])
+	n := int64(0)
+	if exists {
+		v, err := strconv.ParseInt(e.val, 10, 64)
+		if err != nil || v == math.MaxInt64 {
+			return errNotInt
+		}
+		n = v
+	}
+	n++
+	e.val = strconv.FormatInt(n, 10)
+	s.dbs[c.db][args[1]] = e
+	return n
 }
 
 func cmdDel(s *Server, c *conn, args []string) any {

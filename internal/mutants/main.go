@@ -129,6 +129,13 @@ var mutants = []mutant{
 		to:      "",
 		killers: "TestSlowMajorityIsNotObtained",
 	},
+	{
+		name:    "fence-without-write-back",
+		file:    "fence.go",
+		from:    "	if held >= c.quorum {",
+		to:      "	if held >= 0 {",
+		killers: "TestFenceIsAboveAnEarlierHoldersAcrossDifferentMajorities",
+	},
 }
 
 func main() {
