@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redlock-go/redlock/internal/leakcheck"
 )
 
 // echoServer echoes every byte back and reports each chunk it read on got.
@@ -413,8 +414,7 @@ func TestProxyStopLeavesNoGoroutine(t *testing.T) {
 	deadline := time.Now().Add(2 * time.Second)
 	for n := proxyGoroutines(); n > 0; n = proxyGoroutines() {
 		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<20)
-			t.Fatalf("%d proxy goroutines left after Stop:\n%s", n, buf[:runtime.Stack(buf, true)])
+			t.Fatalf("%d proxy goroutines left after Stop:\n%s", n, leakcheck.Stacks())
 		}
 		runtime.Gosched()
 	}
@@ -425,17 +425,8 @@ func TestProxyStopLeavesNoGoroutine(t *testing.T) {
 
 // proxyGoroutines counts the goroutines running a Proxy method.
 func proxyGoroutines() int {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
 	count := 0
-	for _, g := range strings.Split(string(buf), "\n\n") {
+	for _, g := range strings.Split(leakcheck.Stacks(), "\n\n") {
 		if strings.Contains(g, "internal/chaos.(*Proxy).") {
 			count++
 		}

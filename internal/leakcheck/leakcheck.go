@@ -124,19 +124,23 @@ func names(g goroutine, funcs []string) bool {
 
 var header = regexp.MustCompile(`^goroutine (\d+) \[`)
 
-// running parses runtime.Stack's report of every goroutine.
-func running() []goroutine {
+// Stacks returns runtime.Stack's report of every goroutine, whatever its
+// length.
+func Stacks() string {
 	buf := make([]byte, 1<<20)
 	for {
 		n := runtime.Stack(buf, true)
 		if n < len(buf) {
-			buf = buf[:n]
-			break
+			return string(buf[:n])
 		}
 		buf = make([]byte, 2*len(buf))
 	}
+}
+
+// running parses runtime.Stack's report of every goroutine.
+func running() []goroutine {
 	var gs []goroutine
-	for _, block := range strings.Split(string(buf), "\n\n") {
+	for _, block := range strings.Split(Stacks(), "\n\n") {
 		lines := strings.Split(block, "\n")
 		m := header.FindStringSubmatch(lines[0])
 		if m == nil {
