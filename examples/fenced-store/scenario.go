@@ -93,12 +93,12 @@ func (s *scenario) logf(who, format string, args ...any) {
 func (s *scenario) holderA(ctx context.Context) error {
 	l, err := s.a.Lock(ctx, item, ttlA)
 	if err != nil {
-		return fmt.Errorf("A: lock: %w", err)
+		return fmt.Errorf("holder A: lock: %w", err)
 	}
 	defer close(s.aWrote)
 	fence, err := l.Fence(ctx)
 	if err != nil {
-		return fmt.Errorf("A: fence: %w", err)
+		return fmt.Errorf("holder A: fence: %w", err)
 	}
 	s.o.fenceA, s.o.untilA = fence, l.Until()
 	s.logf("A", "takes the lock for %v and gets fence %d", ttlA, fence)
@@ -120,7 +120,7 @@ func (s *scenario) holderA(ctx context.Context) error {
 	if err := l.Unlock(ctx); errors.Is(err, redlock.ErrNotHeld) {
 		s.logf("A", "Unlock: the lock was not held (ErrNotHeld): A learns it too late")
 	} else if err != nil {
-		return fmt.Errorf("A: unlock: %w", err)
+		return fmt.Errorf("holder A: unlock: %w", err)
 	}
 	return nil
 }
@@ -159,17 +159,17 @@ func (s *scenario) holderB(ctx context.Context) error {
 	defer cancel()
 	l, err := s.b.Lock(waitCtx, item, ttlB)
 	if err != nil {
-		return fmt.Errorf("B: lock: %w", err)
+		return fmt.Errorf("holder B: lock: %w", err)
 	}
 	s.o.lockedB = time.Now()
 	fence, err := l.Fence(ctx)
 	if err != nil {
-		return fmt.Errorf("B: fence: %w", err)
+		return fmt.Errorf("holder B: fence: %w", err)
 	}
 	s.o.fenceB = fence
 	s.logf("B", "takes the lock after waiting %v, and gets fence %d", time.Since(t0).Round(time.Millisecond), fence)
 	if err := s.store.Write(item, valueB, l.Token(), fence); err != nil {
-		return fmt.Errorf("B: write: %w", err)
+		return fmt.Errorf("holder B: write: %w", err)
 	}
 	s.logf("store", "accepts B's write %q with fence %d", valueB, fence)
 	close(s.bWrote)
@@ -178,7 +178,7 @@ func (s *scenario) holderB(ctx context.Context) error {
 	case <-ctx.Done():
 	}
 	if err := l.Unlock(ctx); err != nil {
-		return fmt.Errorf("B: unlock: %w", err)
+		return fmt.Errorf("holder B: unlock: %w", err)
 	}
 	s.logf("B", "releases the lock")
 	return nil
