@@ -43,13 +43,19 @@ type demo struct {
 }
 
 func newDemo(o options, m *masters, out io.Writer) (*demo, error) {
-	c, err := redlock.New(m.clients,
-		redlock.WithNodeTimeout(nodeTimeout),
-		redlock.WithRetryDelay(2*time.Millisecond, 50*time.Millisecond))
+	c, err := newLockClient(m)
 	if err != nil {
 		return nil, err
 	}
 	return &demo{o: o, m: m, c: c, out: out, start: time.Now(), failures: map[string]int{}}, nil
+}
+
+// newLockClient returns a redlock Client on the masters, with the demo's
+// per-master deadline and short retry delays.
+func newLockClient(m *masters) (*redlock.Client, error) {
+	return redlock.New(m.clients,
+		redlock.WithNodeTimeout(nodeTimeout),
+		redlock.WithRetryDelay(2*time.Millisecond, 50*time.Millisecond))
 }
 
 func (d *demo) close() { _ = d.c.Close() }

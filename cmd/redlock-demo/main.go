@@ -10,6 +10,7 @@
 //	go run ./cmd/redlock-demo
 //	go run ./cmd/redlock-demo -fault            # stop masters one by one, then bring them back
 //	go run ./cmd/redlock-demo -parallel         # the same work without the lock, for comparison
+//	go run ./cmd/redlock-demo -fence            # a holder paused past its validity: its stale fence is rejected
 //	go run ./cmd/redlock-demo -nodes 127.0.0.1:7001,127.0.0.1:7002,...   # real masters
 package main
 
@@ -43,6 +44,7 @@ type options struct {
 	wait     time.Duration
 	parallel bool
 	fault    bool
+	fence    bool
 	quiet    bool
 }
 
@@ -58,9 +60,15 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	fs.DurationVar(&o.wait, "wait", time.Second, "how long a worker waits for the lock before giving up")
 	fs.BoolVar(&o.parallel, "parallel", false, "run the same work without the lock, to show what it prevents")
 	fs.BoolVar(&o.fault, "fault", false, "stop one, two, then three embedded masters, then restart them")
+	fs.BoolVar(&o.fence, "fence", false, "Kleppmann's scenario: a holder paused past its validity writes with a stale fence (-ttl defaults to 300ms)")
 	fs.BoolVar(&o.quiet, "quiet", false, "print only the summary")
 	if err := fs.Parse(args); err != nil {
 		return o, err
+	}
+	ttlSet := false
+	fs.Visit(func(f *flag.Flag) { ttlSet = ttlSet || f.Name == "ttl" })
+	if o.fence && !ttlSet {
+		o.ttl = fenceTTL
 	}
 	switch {
 	case fs.NArg() > 0:
@@ -75,6 +83,8 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 		return o, errors.New("-fault needs -wait shorter than -duration, so that a phase without a majority shows its failures")
 	case o.fault && o.parallel:
 		return o, errors.New("-fault and -parallel do not go together")
+	case o.fence && (o.fault || o.parallel):
+		return o, errors.New("-fence goes with neither -fault nor -parallel")
 	}
 	return o, nil
 }
@@ -95,9 +105,34 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	defer m.close()
 
+	printHeader(o, m, out)
+	d, err := newDemo(o, m, out)
+	if err != nil {
+		return err
+	}
+	defer d.close()
+	switch {
+	case o.fence:
+		return d.runFence(ctx)
+	case o.fault:
+		err = d.runFaults(ctx)
+	default:
+		err = d.runFor(ctx, o.duration)
+	}
+	d.summary()
+	return err
+}
+
+// printHeader says what the run is about to show, and on which masters.
+func printHeader(o options, m *masters, out io.Writer) {
 	where := "five embedded masters"
 	if o.nodes != "" {
 		where = fmt.Sprintf("%d masters at %s", len(m.addrs), o.nodes)
+	}
+	if o.fence {
+		fmt.Fprintf(out, "holders A and B (two Clients, as two processes) take %s's lock on %s;\n"+
+			"A (ttl %v) is paused past its validity, then writes with its stale fence\n\n", resource, where, o.ttl)
+		return
 	}
 	mode := "with redlock"
 	if o.parallel {
@@ -105,17 +140,4 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "%d workers update one record %s on %s; each holds it %v (ttl %v)\n\n",
 		o.workers, mode, where, o.hold, o.ttl)
-
-	d, err := newDemo(o, m, out)
-	if err != nil {
-		return err
-	}
-	defer d.close()
-	if o.fault {
-		err = d.runFaults(ctx)
-	} else {
-		err = d.runFor(ctx, o.duration)
-	}
-	d.summary()
-	return err
 }

@@ -1,3 +1,6 @@
+// Tests of the demo: each mode run end to end on embedded masters, its
+// summary read back, and the flags it refuses.
+
 package main
 
 import (
@@ -74,12 +77,38 @@ func TestDemoFaultModeRidesThroughMinorityAndFailsWithoutMajority(t *testing.T) 
 	}
 }
 
+// TestDemoFenceModeRejectsTheStaleWrite runs -fence: the checking record
+// must refuse the paused holder's write and keep B's, and the control
+// record must show the lost update the fence prevents.
+func TestDemoFenceModeRejectsTheStaleWrite(t *testing.T) {
+	out := runDemo(t, "-fence")
+	for _, want := range []string{
+		"holder A  validity ended (Done closed)",
+		"writes with fence 1: REJECTED: stale fence 1",
+		"record checking fences:   stale write (fence 1) REJECTED; record keeps B's write (fence 2)",
+		"record without the check: stale write (fence 3) LANDED over B's (fence 4)",
+		"fencing held: the paused holder's stale write was rejected",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	if strings.Contains(out, "B after A's validity ended: false") || strings.Contains(out, "fence B > fence A: false") {
+		t.Errorf("B held the lock too early, or with a fence no higher than A's")
+	}
+	if t.Failed() {
+		t.Log(out)
+	}
+}
+
 func TestDemoRejectsBadFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"-workers", "0"},
 		{"-ttl", "0s"},
 		{"-fault", "-nodes", "127.0.0.1:1"},
 		{"-fault", "-wait", "5s", "-duration", "1s"},
+		{"-fence", "-fault"},
+		{"-fence", "-parallel"},
 		{"stray"},
 	} {
 		var out bytes.Buffer
