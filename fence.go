@@ -39,7 +39,8 @@ const fenceSuffix = ":redlock-fence"
 // matching ErrNotObtained when no majority answered in time for other
 // reasons (the lock may still be held: try again); both with a
 // *QuorumError when masters were asked. Concurrent calls return the same
-// fence. Each master keeps one counter per key that ever had a fence,
+// fence; a call waiting for another one returns ErrNotObtained with ctx's
+// error if ctx ends first. Each master keeps one counter per key that ever had a fence,
 // never expiring (see the README's "Fencing").
 func (l *Lock) Fence(ctx context.Context) (uint64, error) {
 	if l == nil || l.c == nil {
@@ -48,8 +49,13 @@ func (l *Lock) Fence(ctx context.Context) (uint64, error) {
 	if ctx == nil {
 		return 0, fmt.Errorf("%w: nil context", ErrInvalidArgument)
 	}
-	l.fenceMu.Lock()
-	defer l.fenceMu.Unlock()
+	gate := l.gate()
+	select {
+	case gate <- struct{}{}:
+		defer func() { <-gate }()
+	case <-ctx.Done():
+		return 0, fmt.Errorf("%w: %q: waiting for another Fence of this lock: %w", ErrNotObtained, l.key, ctx.Err())
+	}
 	until, err := l.heldUntil()
 	if err != nil {
 		return 0, err
@@ -71,6 +77,16 @@ func (l *Lock) Fence(ctx context.Context) (uint64, error) {
 	}
 	l.fence = f
 	return f, nil
+}
+
+// gate returns the semaphore that lets one Fence of l run at a time.
+func (l *Lock) gate() chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.fenceGate == nil {
+		l.fenceGate = make(chan struct{}, 1)
+	}
+	return l.fenceGate
 }
 
 // drawFence increments the counter on every master that holds our token,

@@ -27,8 +27,8 @@ type Lock struct {
 	timer    *time.Timer   // runs expire at until
 	pass     func()        // hands the Client's turn for key to its next waiter
 
-	fenceMu sync.Mutex // one Fence round at a time
-	fence   uint64     // once drawn; 0 before
+	fenceGate chan struct{} // one Fence at a time; made by the first
+	fence     uint64        // once drawn; 0 before
 }
 
 // Done returns a channel that is closed when the lock can no longer be

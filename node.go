@@ -4,6 +4,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync/atomic"
@@ -114,17 +115,26 @@ func (n *node) extend(ctx context.Context, key, token string, ttl time.Duration)
 
 // fence runs the fence script on key's counter if key holds token: with
 // raise 0 it increments the counter, otherwise it raises it to at least
-// raise. It returns the counter's value, or 0 when key does not hold token.
+// raise. It returns the counter's value, or 0 when key does not hold token;
+// a counter that is not a positive integer (someone else wrote it) is an
+// error.
 func (n *node) fence(ctx context.Context, key, token string, raise uint64) (uint64, error) {
 	arg := ""
 	if raise > 0 {
 		arg = strconv.FormatUint(raise, 10)
 	}
-	v, err := fenceScript.Run(ctx, n.client, []string{key, fenceKey(key, n.isCluster())}, token, arg).Int64()
-	if err != nil || v < 0 {
+	s, err := fenceScript.Run(ctx, n.client, []string{key, fenceKey(key, n.isCluster())}, token, arg).Text()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil // not held
+	}
+	if err != nil {
 		return 0, err
 	}
-	return uint64(v), nil
+	v, err := strconv.ParseUint(s, 10, 64)
+	if err != nil || v == 0 {
+		return 0, fmt.Errorf("redlock: fence counter of %q is %q, not a positive integer", key, s)
+	}
+	return v, nil
 }
 
 // isCluster reports whether the node is a Redis Cluster, whose scripts may

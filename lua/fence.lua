@@ -1,6 +1,8 @@
 -- fence: the fencing counter KEYS[2] of lock key KEYS[1], for the holder of
--- token ARGV[1] only. Returns -1, and changes nothing, when KEYS[1] does not
--- hold that token.
+-- token ARGV[1] only. Returns nil, and changes nothing, when KEYS[1] does
+-- not hold that token; otherwise the counter's value, as a string (a Lua
+-- number is a double: past 2^53 it would round, and two holders could get
+-- the same fence).
 --
 -- ARGV[2] empty: increment the counter and return its new value. Every
 -- Fence starts here, so a holder's values are above every value a master of
@@ -8,16 +10,18 @@
 -- earlier holder's write-back there came first.
 --
 -- ARGV[2] a number f: raise the counter to at least f (the write-back) and
--- return its value. Never lowers it.
+-- return its value. Never lowers it. Both are decimal strings without
+-- leading zeros, compared by length, then digit by digit.
 if redis.pcall('GET', KEYS[1]) ~= ARGV[1] then
-  return -1
+  return false
 end
 if ARGV[2] == '' then
-  return redis.call('INCR', KEYS[2])
+  redis.call('INCR', KEYS[2])
+  return redis.call('GET', KEYS[2])
 end
-local c = tonumber(redis.call('GET', KEYS[2]) or '0')
-if c < tonumber(ARGV[2]) then
+local c = redis.call('GET', KEYS[2])
+if not c or #ARGV[2] > #c or (#ARGV[2] == #c and ARGV[2] > c) then
   redis.call('SET', KEYS[2], ARGV[2])
-  return tonumber(ARGV[2])
+  return ARGV[2]
 end
 return c
