@@ -179,7 +179,7 @@ func TestFenceInsideDo(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if !(fences[0] < fences[1] && fences[1] < fences[2]) {
+	if fences[0] >= fences[1] || fences[1] >= fences[2] {
 		t.Fatalf("fences inside Do: %v, want increasing", fences)
 	}
 	if l := LockFromContext(bg); l != nil {
