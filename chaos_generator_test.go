@@ -28,7 +28,8 @@ import (
 // scripted scenario, but workers drawing random operations through the
 // public API — TryLock, Lock and Do with random deadlines and TTLs, Extend
 // to shorter and longer TTLs, concurrent Extends and Unlocks on one Lock,
-// Close with calls in flight — over a few keys and a few Clients (shared by
+// Fence (again, and after Unlock; inside Do through LockFromContext), Close
+// with calls in flight — over a few keys and a few Clients (shared by
 // several workers, so that locks pass by hand-off), while a seeded
 // chaos.Schedule injects faults, now and then on a majority. It checks
 // properties, not outcomes:
@@ -40,13 +41,14 @@ import (
 //     context's end;
 //  2. Until() is never later than the keys' real expiry on a majority
 //     (sampled: GET+PTTL on the masters themselves);
-//  3. once the clients are closed, no key lives longer than the largest
-//     TTL, and after that long none is left;
+//  3. once the clients are closed, no lock key lives longer than the
+//     largest TTL, and after that long none is left (fence counters never
+//     expire);
 //  4. every call returns within its bound: TryLock and Extend the node
-//     deadline, Unlock two (a hand-off round, then a release round), Lock
-//     and Do's wait their ctx deadline, plus slack; Close go-redis's
-//     timeouts; and calls on a Client whose Close returned return ErrClosed
-//     at once;
+//     deadline, Unlock two (a hand-off round, then a release round), Fence
+//     two (a round, then the write-back), Lock and Do's wait their ctx
+//     deadline, plus slack; Close go-redis's timeouts; and calls on a
+//     Client whose Close returned return ErrClosed at once;
 //  5. no goroutine outlives the run (leakcheck);
 //  6. Unlock releases: after it, no node that stayed up and reachable
 //     since the lock was requested, and answered every command that
@@ -54,7 +56,24 @@ import (
 //     rights count as up: DEL needs neither);
 //  7. liveness: while a majority of the nodes is up, reachable and not out
 //     of memory, a TryLock of a free key succeeds within three attempts,
-//     whether or not the ACL user may publish there.
+//     whether or not the ACL user may publish there;
+//  8. fences (chaos.FenceStore): per key, a holder whose Fence call began
+//     after another holder's returned gets a higher fence, no two holders
+//     get the same one, one lock gets the same one each time, and the
+//     store the holders write through (refusing a fence below one it
+//     accepted) never refuses a holder before its Until; Fence after
+//     Unlock is ErrNotHeld. The schedule restarts masters without their
+//     data (KilledEmpty), which may lose the counters under a fence, and
+//     a single master of the fence's majority losing its counter is enough
+//     to repeat it (A's fence 1 on masters 0–2, master 2 restarted empty,
+//     B's on 2–4 is 1 again), not only a majority. So a pair of fences is
+//     not checked when any master lost its data between them:
+//     the first's Fence call began before a moment the master was seen
+//     down (its old data gone) and the second's returned after the last
+//     such moment (new data from then on); WatchDataLoss finds those
+//     moments by dialing the master while the schedule has it KilledEmpty.
+//     Pairs drawn while it was down are still checked, and so are all
+//     pairs on either side of the outage.
 //
 // Every call's outcome is counted per kind; a kind that never succeeded
 // fails the run, which would otherwise prove nothing. -chaos.ops sets the
@@ -90,6 +109,7 @@ var (
 	genUnlockLimit = 2*chaosNodeD + genSlack // Unlock: a hand-off round, then a release round
 	genWaitLimit   = 2*chaosNodeD + genSlack // Lock and Do after their ctx deadline: a hand-off served as ctx ended is unlocked
 	genAfterFn     = 3*chaosNodeD + genSlack // Do after fn: the watchdog's Extend, then Unlock
+	genFenceLimit  = 2*chaosNodeD + genSlack // Fence: a round, then the write-back
 	// Close waits for requests in flight, which go-redis with its defaults
 	// may hold for its 3 s read timeout on each of its 4 tries.
 	genCloseLimit = 4*3*time.Second + scaled(3*time.Second)
@@ -120,6 +140,7 @@ type generator struct {
 	probe    *Client // property 7's
 	target   int64
 	calls    chaos.Calls // which nodes answered every command carrying a token
+	fences   *chaos.FenceStore
 
 	ops         atomic.Int64 // API calls made
 	handOffs    atomic.Int64 // of the Clients already closed
@@ -152,6 +173,7 @@ const (
 	pClosed   = "4 a call on a closed Client"
 	pRelease  = "6 Unlock left a key"
 	pProgress = "7 no progress with a majority up"
+	pFence    = "8 fences out of order"
 	pOutcome  = "an outcome the API does not document"
 )
 
@@ -208,6 +230,12 @@ func generate(s *scenario) {
 		Pace: genPace, MaxFaulty: len(s.cl.Nodes) - quorum(len(s.cl.Nodes)), EpisodeOdds: 0.05,
 		Settle: 2 * time.Second, History: s.hist,
 	})
+	// Property 8's store, told of every restart without data from the
+	// schedule's start until its end.
+	g.fences = chaos.NewFenceStore(s.hist)
+	watchCtx, stopWatch := context.WithCancel(bg)
+	watched := make(chan struct{})
+	go func() { defer close(watched); g.fences.WatchDataLoss(watchCtx, s.cl, g.sched, time.Millisecond) }()
 
 	schedCtx, stopSched := context.WithCancel(bg)
 	schedErr := make(chan error, 1)
@@ -233,6 +261,8 @@ func generate(s *scenario) {
 	if err := <-schedErr; err != nil {
 		s.t.Error(err)
 	}
+	stopWatch()
+	<-watched
 	s.cl.Heal()
 
 	// Property 4 for Close, and the hand-offs of the Clients still open.
@@ -248,9 +278,10 @@ func generate(s *scenario) {
 	}
 
 	g.checkExpiry()
-	s.t.Logf("%d calls in %v (%.0f/s) by %d workers over %d keys and %d Clients; %d hand-offs; %d Until checks, %d release checks\n%s\nschedule: %s",
+	g.checkFences()
+	s.t.Logf("%d calls in %v (%.0f/s) by %d workers over %d keys and %d Clients; %d hand-offs; %d Until checks, %d release checks\n%s\nfences: %v\nschedule: %s",
 		g.ops.Load(), ran.Round(time.Millisecond), float64(g.ops.Load())/ran.Seconds(), genWorkers, len(g.keys),
-		g.nclients, g.handOffs.Load(), g.leaseChecks.Load(), g.relChecks.Load(), &g.tally, g.sched)
+		g.nclients, g.handOffs.Load(), g.leaseChecks.Load(), g.relChecks.Load(), &g.tally, g.fences.Stats(), g.sched)
 	g.report()
 	// Property 5. The proxy's own goroutines may outlive a connection (see
 	// TestMain); that no client connection outlives its Client is checked
@@ -309,7 +340,12 @@ func (g *generator) newClient(profile int) *genClient {
 // violation records a failure of property p about key (or none: ""). The
 // run stops early after very many.
 func (g *generator) violation(p, key, format string, args ...any) {
-	v := genViolation{key: key, at: time.Now(), msg: fmt.Sprintf(format, args...)}
+	g.violationAt(p, key, time.Now(), format, args...)
+}
+
+// violationAt is violation for a failure that showed at at, found later.
+func (g *generator) violationAt(p, key string, at time.Time, format string, args ...any) {
+	v := genViolation{key: key, at: at, msg: fmt.Sprintf(format, args...)}
 	g.s.hist.NoteKey(key, "VIOLATION of %s: %s", p, v.msg)
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -496,7 +532,7 @@ func (g *generator) tryLockSession(rng *rand.Rand, name string, gc *genClient, k
 	g.count("TryLock", err, afterClose, acquireOutcomes, closedOutcomes)
 	g.within(key, "TryLock", took, genOpLimit, err)
 	if err == nil {
-		g.held(rng, name+"/"+gc.name, "TryLock", ttl, gc, l, health)
+		g.held(rng, name+"/"+gc.name, "TryLock", ttl, gc, l, health, start)
 	}
 }
 
@@ -507,6 +543,7 @@ func (g *generator) lockSession(rng *rand.Rand, name string, gc *genClient, key 
 	health := g.sched.Health()
 	afterClose := gc.closed.Load()
 	stop := g.stalled("Lock", max(time.Until(deadline), 0)+genWaitLimit+genStall)
+	start := time.Now()
 	l, err := gc.Lock(ctx, key, ttl)
 	returned := time.Now()
 	stop()
@@ -516,14 +553,21 @@ func (g *generator) lockSession(rng *rand.Rand, name string, gc *genClient, key 
 		g.within(key, "Lock", returned.Sub(deadline), genWaitLimit, err)
 	}
 	if err == nil {
-		g.held(rng, name+"/"+gc.name, "Lock", ttl, gc, l, health)
+		g.held(rng, name+"/"+gc.name, "Lock", ttl, gc, l, health, start)
 	}
 }
 
-// held is what a holder does with a lock: a few steps of work, Extends
-// and property-2 checks, then Unlock (alone or racing an Extend), or
-// rarely nothing, letting a short lock expire.
-func (g *generator) held(rng *rand.Rand, holder, how string, ttl time.Duration, gc *genClient, l *Lock, health chaos.Health) {
+// held is what a holder does with a lock whose acquisition began at
+// acquiring: maybe its Fence, a few steps of work, Extends and property-2
+// checks, maybe Fence again, then Unlock (alone or racing an Extend, and
+// maybe Fence after it), or rarely nothing, letting a short lock expire.
+func (g *generator) held(rng *rand.Rand, holder, how string, ttl time.Duration, gc *genClient, l *Lock, health chaos.Health, acquiring time.Time) {
+	fh := genFencer{name: holder + "/" + l.Token()[:8], gc: gc, l: l, acquiring: acquiring, acquired: time.Now()}
+	fence := func(kind string) uint64 {
+		ctx, cancel := callCtx(rng)
+		defer cancel()
+		return g.fence(ctx, kind, fh)
+	}
 	x := g.s.hist.Acquired(holder, l.Key(), l.Token(), l.Until())
 	g.s.hist.NoteKey(l.Key(), "%s %s %.8s (%v): Until %+v", holder, how, l.Token(), ttl, time.Until(l.Until()).Round(time.Millisecond))
 	if rng.IntN(8) == 0 {
@@ -531,6 +575,10 @@ func (g *generator) held(rng *rand.Rand, holder, how string, ttl time.Duration, 
 	}
 	if rng.IntN(16) == 0 {
 		g.strike(rng, l.Key())
+	}
+	var f uint64
+	if rng.IntN(3) == 0 {
+		f = fence("Fence")
 	}
 	for steps := rng.IntN(4); steps > 0 && time.Now().Before(l.Until()); steps-- {
 		switch r := rng.IntN(10); {
@@ -546,6 +594,9 @@ func (g *generator) held(rng *rand.Rand, holder, how string, ttl time.Duration, 
 		default:
 			g.checkLease(l, "while held")
 		}
+	}
+	if f > 0 && rng.IntN(2) == 0 {
+		fence("Fence (again)")
 	}
 	switch r := rng.IntN(20); {
 	case r == 0 && time.Until(l.Until()) < scaled(250*time.Millisecond):
@@ -573,7 +624,54 @@ func (g *generator) held(rng *rand.Rand, holder, how string, ttl time.Duration, 
 	default:
 		x.Releasing()
 		g.unlock(rng, holder, gc, l, health, "Unlock")
+		if rng.IntN(4) == 0 {
+			fence("Fence (after Unlock)")
+		}
 	}
+}
+
+// A genFencer is a holder as Fence sees it: name is unique per lock (the
+// store's holder), and its acquisition began at acquiring and returned at
+// acquired.
+type genFencer struct {
+	name                string
+	gc                  *genClient
+	l                   *Lock
+	acquiring, acquired time.Time
+}
+
+// The outcomes of each kind of Fence call. A second Fence returns the
+// lock's fence without asking the masters, so neither fails to reach them
+// nor finds the Client closed: Close releases nothing, and the lock is
+// held until Until. After Unlock the lock is not held, whatever Unlock
+// returned.
+var fenceOutcomes = map[string]struct{ allowed, closed []string }{
+	"Fence":                {[]string{"ok", "not held", "not obtained", "not obtained (ctx)", "closed"}, closedLockOps},
+	"Fence (in Do)":        {[]string{"ok", "not held", "not obtained", "not obtained (ctx)", "closed"}, closedLockOps},
+	"Fence (again)":        {[]string{"ok", "not held"}, []string{"ok", "not held"}},
+	"Fence (after Unlock)": {[]string{"not held"}, []string{"not held"}},
+}
+
+// fence runs one Fence call of kind for h, checking its outcome and bound
+// (property 4), records the fence it got in the store (property 8), and
+// writes through the store with it; it returns the fence, or 0.
+func (g *generator) fence(ctx context.Context, kind string, h genFencer) uint64 {
+	afterClose := h.gc.closed.Load()
+	key := h.l.Key()
+	asked := time.Now()
+	stop := g.stalled(kind, genFenceLimit+genStall)
+	f, err := h.l.Fence(ctx)
+	got := time.Now()
+	stop()
+	o := g.count(kind, err, afterClose, fenceOutcomes[kind].allowed, fenceOutcomes[kind].closed)
+	g.within(key, kind, got.Sub(asked), genFenceLimit, err)
+	g.s.hist.NoteKey(key, "%s %s: %s %d (%v)", h.name, kind, o, f, err)
+	if err != nil {
+		return 0
+	}
+	g.fences.Obtained(chaos.FenceRecord{Key: key, Holder: h.name, Fence: f, Acquiring: h.acquiring, Acquired: h.acquired, Asked: asked, Got: got})
+	g.fences.Write(key, h.name, f, h.l.Until())
+	return f
 }
 
 // extend runs one Extend of l to a random TTL, and describes it.
@@ -691,9 +789,11 @@ func (g *generator) doSession(rng *rand.Rand, name string, gc *genClient, key st
 	defer cancel()
 	deadline, _ := ctx.Deadline()
 	work := g.work(rng)
+	fenced := kind == fnNil && rng.IntN(3) == 0 // fn asks for its lock's fence
 	afterClose := gc.closed.Load()
 	holder := name + "/" + gc.name + "/do"
 	var ran, returned time.Time
+	called := time.Now()
 	stop := g.stalled(kind+" wait", max(time.Until(deadline), 0)+genWaitLimit+genStall)
 	fn := func(fctx context.Context) error {
 		ran = time.Now()
@@ -709,6 +809,9 @@ func (g *generator) doSession(rng *rand.Rand, name string, gc *genClient, key st
 				x.Releasing()
 				stop()
 			}()
+			if l := LockFromContext(fctx); fenced {
+				g.fence(fctx, "Fence (in Do)", genFencer{name: holder + "/" + l.Token()[:8], gc: gc, l: l, acquiring: called, acquired: ran})
+			}
 			x.SectionWhile(fctx.Done(), work)
 		}
 		switch kind {

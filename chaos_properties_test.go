@@ -1,5 +1,5 @@
 // The whole-API fault generator's property checks against the masters
-// themselves: leases, releases, expiry, liveness, and its report.
+// themselves: leases, releases, expiry, liveness; the fences; and its report.
 
 package redlock
 
@@ -9,6 +9,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -166,9 +167,10 @@ func (g *generator) prober(ctx context.Context) {
 
 // checkExpiry checks property 3: with every Client closed, no lock key
 // lives longer than the largest TTL, and after that long none is left.
+// Fence counters (key + fenceSuffix) are no lock keys: they never expire.
 func (g *generator) checkExpiry() {
 	start := time.Now()
-	for i, keys := range g.s.cl.KeyTTLs(g.s.t, "chaos:gen:*") {
+	for i, keys := range g.lockKeyTTLs() {
 		for k, ttl := range keys {
 			if ttl < 0 || ttl > genMaxTTL {
 				g.violation(pExpiry, k, "master %d keeps %q for %v, longer than the largest TTL %v", i, k, ttl, genMaxTTL)
@@ -176,10 +178,36 @@ func (g *generator) checkExpiry() {
 		}
 	}
 	time.Sleep(time.Until(start.Add(genMaxTTL + scaled(50*time.Millisecond)))) // every TTL runs out
-	for i, keys := range g.s.cl.KeyTTLs(g.s.t, "chaos:gen:*") {
+	for i, keys := range g.lockKeyTTLs() {
 		for k, ttl := range keys {
 			g.violation(pExpiry, k, "master %d still keeps %q (PTTL %v) a largest TTL after the clients closed", i, k, ttl)
 		}
+	}
+}
+
+// lockKeyTTLs is Cluster.KeyTTLs of the generator's keys without their
+// fence counters.
+func (g *generator) lockKeyTTLs() []map[string]time.Duration {
+	all := g.s.cl.KeyTTLs(g.s.t, "chaos:gen:*")
+	for _, keys := range all {
+		maps.DeleteFunc(keys, func(k string, _ time.Duration) bool { return strings.HasSuffix(k, fenceSuffix) })
+	}
+	return all
+}
+
+// checkFences checks property 8 once the holders are done: the fences the
+// store recorded (see chaos.FenceStore and the generator's doc comment for
+// what a data loss excuses).
+func (g *generator) checkFences() {
+	vs := g.fences.Check()
+	for _, v := range vs {
+		g.violationAt(pFence, v.Key, v.At, "%s", v.Msg)
+	}
+	if len(vs) > 0 {
+		g.s.t.Errorf("seed %d: property %s: the store's history:\n%s", g.s.seed, pFence, g.fences.Report(3))
+	}
+	if st := g.fences.Stats(); st.Successive == 0 {
+		g.s.t.Errorf("seed %d: no two successive fences of a key to compare (%v): property %s was not tested", g.s.seed, st, pFence)
 	}
 }
 
@@ -216,6 +244,7 @@ func (g *generator) report() {
 		"TryLock": "ok", "Lock": "ok", "Extend": "ok", "Extend (pair)": "ok", "Extend (racing Unlock)": "not held", // Unlock nearly always wins
 		"Unlock": "ok", "Unlock (racing Extend)": "ok", fnNil: "ok", fnErr: "fn error", fnPanic: "panicked",
 		fnLong: "ok", "Close": "ok", "call after Close": "closed", "probe TryLock": "ok",
+		"Fence": "ok", "Fence (again)": "ok", "Fence (after Unlock)": "not held", "Fence (in Do)": "ok",
 	}
 	for _, kind := range slices.Sorted(maps.Keys(success)) {
 		if g.tally.Count(kind, success[kind]) == 0 {

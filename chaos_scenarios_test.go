@@ -1,5 +1,6 @@
-// The fault suite's scripted scenarios, 1 to 20: one fault each, or a
-// positive control the checker must catch (see chaos_test.go).
+// The fault suite's scripted scenarios, 1 to 21: one fault each, or a
+// positive control the checker must catch (see chaos_test.go); and 21,
+// fencing tokens under the faults that keep the masters' data.
 
 package redlock
 
@@ -7,13 +8,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-go/redlock/internal/chaos"
 )
 
 var scenarios = []struct {
@@ -499,7 +504,235 @@ var scenarios = []struct {
 	}},
 
 	{"20_whole_api_generator", generate},
+
+	{"21_fence_monotonic_under_faults", fenceUnderFaults},
 }
 
 // jump is a forward clock jump that outlives a TTL: whole seconds, since
 // libfaketime reads its offset in seconds.
+
+// Scenario 21's shape: fenceClients Clients (processes), fenceWorkers
+// goroutines on each, over fenceShared keys every Client takes and one per
+// Client that only its goroutines take, where Unlock hands the lock to the
+// next of them (it does not while another Client wants the key).
+const (
+	fenceClients = 3
+	fenceWorkers = 3
+	fenceShared  = 2
+)
+
+// fenceCounts is what scenario 21's holders did.
+type fenceCounts struct {
+	lockFailed, fenceFailed  atomic.Int64 // Lock, or a holder's first Fence, did not succeed
+	again, paused, abandoned atomic.Int64 // holders that asked twice, slept past Until, let the lock expire
+	staleAccepted            atomic.Int64 // a paused holder's write no later holder had overtaken
+	strikes                  atomic.Int64
+}
+
+// fenceUnderFaults is scenario 21: holders on several Clients take a few
+// keys, call Fence, and write through a chaos.FenceStore (the resource the
+// fences protect), then release; some let the lock expire, and some sleep
+// past Until before writing, as a paused process would, so that the store
+// must refuse them once a later holder wrote. Meanwhile a seeded schedule
+// injects the faults a fence must survive, on at most two masters at a time
+// and now and then on a majority: pauses, kills with a restart from an
+// appendfsync-always AOF, black holes, lost and late replies, resets,
+// OOM; and holders strike some of these (a kill among them) right after
+// their Fence, so that the next holder meets the counters they left.
+//
+// It checks the fences themselves (chaos.FenceStore.Check): a Fence call
+// that began after another's returned gets a higher fence, no two holders
+// get the same one, a holder asking again gets the same one, a holder still
+// valid is never refused; and Fence is ErrNotHeld after Unlock and past
+// Until. The schedule also draws restarts without persistence (KilledEmpty,
+// one master at a time), which a fence is not promised to survive, and
+// which ScheduleOptions cannot turn off: the store is told of each by
+// WatchDataLoss and excuses the pairs of fences it falls between, and only
+// those (they are counted). The lock's own windows are checked as in every
+// scenario.
+func fenceUnderFaults(s *scenario) {
+	began := time.Now()
+	// Every write is on disk before its reply, so that a kill loses no
+	// counter (Redlock spec, "Performance, crash recovery and fsync").
+	for _, n := range s.cl.Nodes {
+		s.fault(n.EnableAOF())
+	}
+	ttl := scaled(100 * time.Millisecond)
+	length := scaled(3 * time.Second)
+	store := chaos.NewFenceStore(s.hist)
+	sched := s.cl.NewSchedule(chaos.ScheduleOptions{
+		Seed: s.seed, NodeDeadline: chaosNodeD, MaxTTL: ttl, User: chaosUser,
+		Pace: scaled(100 * time.Millisecond), MaxFaulty: 2, EpisodeOdds: 0.03, History: s.hist,
+	})
+	var shared []string
+	for i := range fenceShared {
+		shared = append(shared, fmt.Sprintf("%s:k%d", s.key, i))
+	}
+	// Each Client has go-redis clients of its own, as a process would:
+	// the first as the ACL user whose channel rights the schedule revokes
+	// (a Client refused its notices stops handing locks over), the others
+	// as a second service's user, which keeps them.
+	clients := make([]*Client, fenceClients)
+	for i := range clients {
+		user := redis.Options{Username: chaosService, Password: chaosPassword}
+		if i == 0 {
+			user.Username = chaosUser
+		}
+		c, err := New(s.cl.Clients(&user), WithNodeTimeout(chaosNodeD))
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		s.t.Cleanup(func() { s.cl.Heal(); _ = c.Close() })
+		clients[i] = c
+	}
+
+	watchCtx, stopWatch := context.WithCancel(bg)
+	watched := make(chan struct{})
+	go func() { defer close(watched); store.WatchDataLoss(watchCtx, s.cl, sched, time.Millisecond) }()
+	schedCtx, stopSched := context.WithCancel(bg)
+	schedErr := make(chan error, 1)
+	go func() { schedErr <- sched.Run(schedCtx) }()
+
+	var n fenceCounts
+	ctx, stop := context.WithCancel(bg)
+	var wg sync.WaitGroup
+	for ci, c := range clients {
+		for w := range fenceWorkers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				keys := append(slices.Clip(shared), fmt.Sprintf("%s:own%d", s.key, ci))
+				fenceHolder(ctx, s, c, fmt.Sprintf("c%d.w%d", ci, w), rand.New(rand.NewPCG(s.seed, uint64(ci*fenceWorkers+w)+1)), keys, ttl, store, sched, &n)
+			}()
+		}
+	}
+	time.Sleep(length) // the run itself
+	stop()
+	wg.Wait()
+	stopSched()
+	if err := <-schedErr; err != nil {
+		s.t.Error(err)
+	}
+	stopWatch()
+	<-watched
+	s.cl.Heal()
+
+	var handOffs int64
+	for _, c := range clients {
+		handOffs += c.cfg.test.handOffs.Load()
+	}
+	st := store.Stats()
+	s.t.Logf("%v (run %v): %v; %d Lock calls failed, %d first Fences failed; %d holders asked twice, %d slept past Until (%d of their writes accepted: no later holder had written), %d let the lock expire; %d hand-offs; %d strikes\nschedule: %s",
+		time.Since(began).Round(time.Millisecond), length, st, n.lockFailed.Load(), n.fenceFailed.Load(), n.again.Load(), n.paused.Load(),
+		n.staleAccepted.Load(), n.abandoned.Load(), handOffs, n.strikes.Load(), sched)
+	if vs := store.Check(); len(vs) > 0 {
+		v := vs[0]
+		from := v.At.Add(-2 * ttl)
+		if !v.First.Acquiring.IsZero() && v.First.Acquiring.Before(from) {
+			from = v.First.Acquiring
+		}
+		s.t.Fatalf("FENCE VIOLATION (seed %d): %s\nhistory of %q around the first (faults, holds, fences):\n%s",
+			s.seed, store.Report(5), v.Key, s.hist.Excerpt(v.Key, from, v.At.Add(chaosSlack)))
+	}
+	s.assertSafe()
+	// The run must have tested something: fences drawn and compared, a
+	// paused holder refused, locks passed by hand-off.
+	if least := 100; st.Fences < least || st.Successive == 0 {
+		s.t.Fatalf("only %d fences (%d successive pairs checked) in %v: the scenario did not test them (seed %d)", st.Fences, st.Successive, length, s.seed)
+	}
+	if st.RefusedStale == 0 {
+		s.t.Fatalf("the store refused no paused holder's write (%d paused): the scenario did not test fencing (seed %d)", n.paused.Load(), s.seed)
+	}
+	if handOffs == 0 {
+		s.t.Fatalf("no hand-off: the scenario did not test fences across them (seed %d)", s.seed)
+	}
+}
+
+// fenceHolder is one of scenario 21's workers: until ctx ends, it takes a
+// random key of keys (the last, its Client's own, half of the time), gets
+// its fence, and writes through store as one of four holders: one that
+// writes and releases (after which Fence must say ErrNotHeld); one that
+// also asks again (the same fence) and writes twice; one that lets the
+// lock expire; one that sleeps past Until before writing (Fence must then
+// say ErrNotHeld, and the store refuse the write once a later holder
+// wrote).
+func fenceHolder(ctx context.Context, s *scenario, c *Client, name string, rng *rand.Rand, keys []string,
+	ttl time.Duration, store *chaos.FenceStore, sched *chaos.Schedule, n *fenceCounts) {
+	for seq := 0; ctx.Err() == nil; seq++ {
+		key := keys[len(keys)-1]
+		if rng.IntN(2) > 0 {
+			key = keys[rng.IntN(len(keys)-1)]
+		}
+		holder := fmt.Sprintf("%s#%d", name, seq)
+		lctx, cancel := context.WithTimeout(ctx, scaled(time.Second))
+		acquiring := time.Now()
+		l, err := c.Lock(lctx, key, ttl)
+		cancel()
+		if err != nil {
+			n.lockFailed.Add(1)
+			continue
+		}
+		acquired := time.Now()
+		x := s.acquired(holder, l)
+		asked := time.Now()
+		f, err := l.Fence(bg)
+		got := time.Now()
+		if err != nil {
+			if !errors.Is(err, ErrNotHeld) && !errors.Is(err, ErrNotObtained) {
+				s.t.Errorf("%s: Fence: %v, want ErrNotHeld or ErrNotObtained", holder, err)
+			}
+			n.fenceFailed.Add(1)
+			x.Releasing()
+			_ = l.Unlock(bg)
+			continue
+		}
+		store.Obtained(chaos.FenceRecord{Key: key, Holder: holder, Fence: f, Acquiring: acquiring, Acquired: acquired, Asked: asked, Got: got})
+		if rng.IntN(12) == 0 {
+			// A fault right after the fence, on one master: the next
+			// holder meets the counters this one left there.
+			fault := []chaos.Fault{chaos.Killed, chaos.Killed, chaos.Paused, chaos.LostReplies, chaos.BlackHoled}[rng.IntN(5)]
+			if i, err := sched.Strike(fault, rng); err != nil {
+				s.t.Errorf("strike: %v", err)
+			} else if i >= 0 {
+				n.strikes.Add(1)
+				s.hist.NoteKey(key, "strike: node %d %s after %s's fence %d", i, fault, holder, f)
+			}
+		}
+		switch r := rng.IntN(20); {
+		case r < 1: // paused past its validity, then writes
+			n.paused.Add(1)
+			time.Sleep(time.Until(l.Until()) + time.Duration(rng.Int64N(int64(ttl/2)))) // the pause itself
+			if _, err := l.Fence(bg); !errors.Is(err, ErrNotHeld) {
+				s.t.Errorf("%s: Fence past Until: %v, want ErrNotHeld", holder, err)
+			}
+			if store.Write(key, holder, f, l.Until()) {
+				n.staleAccepted.Add(1)
+			}
+			_ = l.Unlock(bg)
+		case r < 2: // writes, and lets the lock expire
+			n.abandoned.Add(1)
+			store.Write(key, holder, f, l.Until())
+			x.Section(chaosWork)
+		default: // writes (maybe twice, asking again), and releases
+			store.Write(key, holder, f, l.Until())
+			x.Section(chaosWork)
+			if rng.IntN(3) == 0 {
+				n.again.Add(1)
+				asked := time.Now()
+				f2, err := l.Fence(bg)
+				switch {
+				case err == nil:
+					store.Obtained(chaos.FenceRecord{Key: key, Holder: holder, Fence: f2, Acquiring: acquiring, Acquired: acquired, Asked: asked, Got: time.Now()})
+					store.Write(key, holder, f2, l.Until())
+				case !errors.Is(err, ErrNotHeld): // the validity may have ended meanwhile
+					s.t.Errorf("%s: second Fence: %v, want fence %d or ErrNotHeld", holder, err, f)
+				}
+			}
+			x.Releasing()
+			_ = l.Unlock(bg)
+			if _, err := l.Fence(bg); !errors.Is(err, ErrNotHeld) {
+				s.t.Errorf("%s: Fence after Unlock: %v, want ErrNotHeld", holder, err)
+			}
+		}
+	}
+}

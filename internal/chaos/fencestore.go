@@ -1,0 +1,529 @@
+// FenceStore: the resource that fencing tokens protect, played for the
+// fault suite, and the check of the fences its writers obtained; and
+// WatchDataLoss, which tells it when a master came back without its data.
+
+package chaos
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// A FenceStore plays the resource a lock's fencing tokens protect
+// (Kleppmann's storage service): per key, Write accepts a write only if its
+// fence is above every fence the store accepted for that key before, or
+// equal to the highest from the holder that wrote it (a holder may write
+// twice). Refusing a lower fence is the store doing its job: that is how a
+// holder paused past its validity is kept from acting after the next one.
+//
+// The store also records every fence the holders obtained (Obtained), and
+// Check finds where the fences themselves broke their guarantee, whatever
+// the store accepted:
+//
+//   - backwards: holder B's Fence call began after holder A's returned,
+//     yet B's fence is below A's. In particular B's acquisition began after
+//     A had its fence, the order the library documents; the Fence calls'
+//     order is checked because it holds just as well: A's fence sits on a
+//     majority's counters before A's Fence returns, B's first round
+//     increments the counters of a majority after B's Fence began, the two
+//     majorities share a master, and a counter never goes down while its
+//     master keeps its data. So every pair ordered by acquisition is
+//     checked, and so is a hand-off's waiter, whose Lock call began long
+//     before.
+//   - repeated: two holders of a key obtained the same fence, in whatever
+//     order (the second is backwards too when the calls did not overlap).
+//   - changed: one holder obtained two different fences.
+//   - refused: the store refused a write at a moment its holder was still
+//     valid (before the Until it passed to Write). The higher fence it lost
+//     to was drawn while that holder was valid, so two holders held the key
+//     at once or their fences disagree with the order of their locks.
+//
+// A master restarted without its data (or flushed) may have forgotten the
+// counters under an earlier fence; DataLoss excuses the pairs of fences
+// such a loss falls between, and only those.
+//
+// Holders are named by the caller, one name per lock (a token, or a name
+// with a sequence number). A FenceStore is safe for concurrent use.
+type FenceStore struct {
+	origin time.Time
+	hist   *History
+
+	mu       sync.Mutex
+	top      map[string]fenceTop // by key: the highest fence accepted
+	byHolder map[string]*FenceRecord
+	records  []*FenceRecord
+	writes   []*FenceWrite
+	losses   []dataLoss
+	changed  []FenceViolation
+}
+
+// A FenceRecord is one holder's fence of one key and the times around it.
+type FenceRecord struct {
+	Key, Holder string
+	Fence       uint64
+	Acquiring   time.Time // the acquisition call (TryLock, Lock, Do) began
+	Acquired    time.Time // it returned (Do: fn started)
+	Asked       time.Time // the holder's first successful Fence call began
+	Got         time.Time // and returned
+}
+
+// A FenceWrite is one write the store was asked to make.
+type FenceWrite struct {
+	Key, Holder string
+	Fence       uint64
+	At          time.Time
+	Until       time.Time // the holder's validity end as it knew it
+	Accepted    bool
+	// The highest fence accepted for the key before this write, and whose.
+	Top       uint64
+	TopHolder string
+}
+
+// Valid reports whether the write came before its holder's validity ended.
+func (w *FenceWrite) Valid() bool { return w.At.Before(w.Until) }
+
+type fenceTop struct {
+	fence  uint64
+	holder string
+}
+
+// A dataLoss: every command that met the master's old data ran before
+// oldBefore, every one that met its new (emptied) data after newAfter.
+type dataLoss struct {
+	oldBefore, newAfter time.Time
+	what                string
+}
+
+// A FenceViolation is one broken guarantee that Check (or Obtained) found.
+type FenceViolation struct {
+	Kind        string // "backwards", "repeated", "changed", "refused"
+	Key         string
+	First, Then FenceRecord // A and B; for "refused", the writer is Then
+	At          time.Time   // when it showed: B's fence, or the refused write
+	Msg         string
+}
+
+func (v FenceViolation) String() string { return v.Msg }
+
+// FenceStats is what a FenceStore saw.
+type FenceStats struct {
+	Keys, Fences          int // distinct keys and holders with a fence
+	Writes, Accepted      int
+	Refused, RefusedStale int // RefusedStale: refused after the holder's validity ended
+	// Ordered pairs of fences (A's Fence returned before B's began)
+	// checked, and how many a data loss excused; and of those the
+	// successive ones, A the last fence returned before B's began.
+	Pairs, Excused                int
+	Successive, SuccessiveExcused int
+	Losses                        int
+}
+
+func (s FenceStats) String() string {
+	return fmt.Sprintf("%d fences on %d keys; %d writes: %d accepted, %d refused (%d of holders past their validity); "+
+		"%d successive pairs checked (%d excused), %d ordered pairs in all (%d excused), %d data losses",
+		s.Fences, s.Keys, s.Writes, s.Accepted, s.Refused, s.RefusedStale, s.Successive, s.SuccessiveExcused, s.Pairs, s.Excused, s.Losses)
+}
+
+// NewFenceStore returns an empty store. Times print relative to h's start
+// when h is not nil, and the store notes each fence and each refused write
+// in h, so that its excerpts show them among the faults; otherwise
+// relative to now.
+func NewFenceStore(h *History) *FenceStore {
+	s := &FenceStore{origin: time.Now(), hist: h, top: map[string]fenceTop{}, byHolder: map[string]*FenceRecord{}}
+	if h != nil {
+		s.origin = h.origin
+	}
+	return s
+}
+
+// Obtained records that r.Holder obtained r.Fence for r.Key. A holder that
+// asks again records the same fence again, which changes nothing; a
+// different fence is a violation ("changed").
+func (s *FenceStore) Obtained(r FenceRecord) {
+	s.mu.Lock()
+	prev := s.byHolder[r.Holder]
+	if prev == nil {
+		rec := r
+		s.byHolder[r.Holder] = &rec
+		s.records = append(s.records, &rec)
+	} else if prev.Fence != r.Fence || prev.Key != r.Key {
+		s.changed = append(s.changed, FenceViolation{
+			Kind: "changed", Key: r.Key, First: *prev, Then: r, At: r.Got,
+			Msg: fmt.Sprintf("key %q: holder %s obtained fence %d at %v, then fence %d (key %q) at %v: one lock, two fences",
+				prev.Key, r.Holder, prev.Fence, s.at(prev.Got), r.Fence, r.Key, s.at(r.Got)),
+		})
+	}
+	s.mu.Unlock()
+	if s.hist != nil && prev == nil {
+		s.hist.NoteKey(r.Key, "fence %d for %s (Fence called %v, acquisition began %v)", r.Fence, r.Holder, s.at(r.Asked), s.at(r.Acquiring))
+	}
+}
+
+// Write is the protected write of holder with fence to key, by a holder
+// valid until until: it is accepted (true) if fence is above the highest
+// fence accepted for key, or equal to it and from the same holder.
+func (s *FenceStore) Write(key, holder string, fence uint64, until time.Time) bool {
+	s.mu.Lock()
+	at := time.Now()
+	top, ok := s.top[key]
+	accepted := !ok || fence > top.fence || (fence == top.fence && holder == top.holder)
+	w := &FenceWrite{Key: key, Holder: holder, Fence: fence, At: at, Until: until, Accepted: accepted, Top: top.fence, TopHolder: top.holder}
+	s.writes = append(s.writes, w)
+	if accepted {
+		s.top[key] = fenceTop{fence, holder}
+	}
+	s.mu.Unlock()
+	if !accepted && s.hist != nil {
+		valid := "past its validity"
+		if w.Valid() {
+			valid = "still valid"
+		}
+		s.hist.NoteKey(key, "store refused %s's write of fence %d (%s): %s wrote %d", holder, fence, valid, top.holder, top.fence)
+	}
+	return accepted
+}
+
+// DataLoss records that a master lost its data (a restart without
+// persistence, a FLUSHALL): every command that met its old data ran before
+// oldBefore, and every one that met the new data after newAfter. For a
+// master that was down in between, oldBefore may be earlier than newAfter
+// (a moment it was seen down, then the last such moment); when only the
+// fault's start and end are known, pass its end as oldBefore and its start
+// as newAfter. Check then excuses a pair of fences A, B only if A's Fence
+// call began before oldBefore and B's returned after newAfter: A's counter
+// writes may have met the old data and B's the new.
+func (s *FenceStore) DataLoss(oldBefore, newAfter time.Time, what string) {
+	s.mu.Lock()
+	s.losses = append(s.losses, dataLoss{oldBefore, newAfter, what})
+	s.mu.Unlock()
+	if s.hist != nil {
+		s.hist.Note("data loss (%s): old data until %v at the latest, new data from %v at the earliest", what, s.at(oldBefore), s.at(newAfter))
+	}
+}
+
+// excused reports whether a data loss may separate a's counter writes
+// from b's: a's Fence began before the loss, b's ended after it.
+func (s *FenceStore) excused(a, b *FenceRecord) bool {
+	for _, l := range s.losses {
+		if a.Asked.Before(l.oldBefore) && b.Got.After(l.newAfter) {
+			return true
+		}
+	}
+	return false
+}
+
+// excusedEither is excused for a pair in either order: two fences whose
+// calls may have overlapped.
+func (s *FenceStore) excusedEither(a, b *FenceRecord) bool {
+	return s.excused(a, b) || s.excused(b, a)
+}
+
+// Check returns every violation (see FenceStore), in order of when each
+// showed. Call it once the holders are done.
+func (s *FenceStore) Check() []FenceViolation {
+	out, _ := s.check()
+	return out
+}
+
+func (s *FenceStore) check() (out []FenceViolation, st FenceStats) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out = append(out, s.changed...)
+	byKey := map[string][]*FenceRecord{}
+	for _, r := range s.records {
+		byKey[r.Key] = append(byKey[r.Key], r)
+	}
+	st.Keys, st.Fences, st.Losses = len(byKey), len(s.records), len(s.losses)
+	for _, key := range slicesSortedKeys(byKey) {
+		rs := byKey[key]
+		slices.SortFunc(rs, func(a, b *FenceRecord) int { return a.Got.Compare(b.Got) })
+		byFence := map[uint64][]*FenceRecord{}
+		for _, r := range rs {
+			byFence[r.Fence] = append(byFence[r.Fence], r)
+		}
+		for _, same := range byFence {
+			for i, a := range same {
+				for _, b := range same[i+1:] {
+					if s.excusedEither(a, b) {
+						continue
+					}
+					first, then := a, b
+					if b.Asked.Before(a.Asked) {
+						first, then = b, a
+					}
+					out = append(out, FenceViolation{
+						Kind: "repeated", Key: key, First: *first, Then: *then, At: b.Got,
+						Msg: fmt.Sprintf("key %q: fence %d obtained by two holders: %s and %s", key, a.Fence, s.describe(first), s.describe(then)),
+					})
+				}
+			}
+		}
+		// Ordered pairs: a's Fence returned before b's began (rs is in
+		// order of return, so the a's of b are a prefix). One violation per
+		// b, against the highest fence it fell under.
+		for _, b := range rs {
+			var worst *FenceRecord
+			for i, a := range rs {
+				if !a.Got.Before(b.Asked) {
+					break
+				}
+				successive := i+1 == len(rs) || !rs[i+1].Got.Before(b.Asked)
+				st.Pairs++
+				if successive {
+					st.Successive++
+				}
+				if s.excused(a, b) {
+					st.Excused++
+					if successive {
+						st.SuccessiveExcused++
+					}
+					continue
+				}
+				if b.Fence < a.Fence && (worst == nil || a.Fence > worst.Fence) {
+					worst = a
+				}
+			}
+			if a := worst; a != nil {
+				order := "its Fence call began after A's returned"
+				if a.Got.Before(b.Acquiring) {
+					order = "its acquisition began after A's Fence returned"
+				}
+				out = append(out, FenceViolation{
+					Kind: "backwards", Key: key, First: *a, Then: *b, At: b.Got,
+					Msg: fmt.Sprintf("key %q: fence went backwards: B = %s got fence %d, below A = %s's %d, though %s",
+						key, s.describe(b), b.Fence, s.describe(a), a.Fence, order),
+				})
+			}
+		}
+	}
+	for _, w := range s.writes {
+		st.Writes++
+		if w.Accepted {
+			st.Accepted++
+			continue
+		}
+		st.Refused++
+		if !w.Valid() {
+			st.RefusedStale++
+			continue
+		}
+		writer, top := s.byHolder[w.Holder], s.byHolder[w.TopHolder]
+		if writer != nil && top != nil && s.excusedEither(writer, top) {
+			continue // the writer's fence may have fallen under the top's through the loss
+		}
+		v := FenceViolation{Kind: "refused", Key: w.Key, At: w.At,
+			Msg: fmt.Sprintf("key %q: the store refused %s's write of fence %d at %v, while it was valid until %v: %s had written %d",
+				w.Key, w.Holder, w.Fence, s.at(w.At), s.at(w.Until), w.TopHolder, w.Top)}
+		if writer != nil {
+			v.Then = *writer
+		}
+		if top != nil {
+			v.First = *top
+		}
+		out = append(out, v)
+	}
+	slices.SortStableFunc(out, func(a, b FenceViolation) int { return a.At.Compare(b.At) })
+	return out, st
+}
+
+// Stats returns what the store saw and how many pairs Check examines.
+func (s *FenceStore) Stats() FenceStats {
+	_, st := s.check()
+	return st
+}
+
+// Report is Check's violations, at most limit of them, each with the part
+// of the store's history that shows it; "" when there are none.
+func (s *FenceStore) Report(limit int) string {
+	vs := s.Check()
+	if len(vs) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d fence violations\n", len(vs))
+	for i, v := range vs {
+		if i == limit {
+			fmt.Fprintf(&b, "… and %d more\n", len(vs)-limit)
+			break
+		}
+		from := v.At
+		for _, r := range []FenceRecord{v.First, v.Then} {
+			if !r.Acquiring.IsZero() && r.Acquiring.Before(from) {
+				from = r.Acquiring
+			}
+		}
+		fmt.Fprintf(&b, "%s (%s)\nthe store's history of %q from then:\n%s", v.Msg, v.Kind, v.Key, s.Excerpt(v.Key, from, v.At))
+	}
+	return b.String()
+}
+
+// describe prints a record: holder, fence and its times.
+func (s *FenceStore) describe(r *FenceRecord) string {
+	return fmt.Sprintf("%s [acquiring %v, acquired %v, Fence %v → %v]", r.Holder, s.at(r.Acquiring), s.at(r.Acquired), s.at(r.Asked), s.at(r.Got))
+}
+
+func (s *FenceStore) at(t time.Time) time.Duration {
+	if t.IsZero() {
+		return 0
+	}
+	return t.Sub(s.origin).Round(time.Microsecond)
+}
+
+// String prints every fence and write, in time order.
+func (s *FenceStore) String() string {
+	return s.excerpt(func(string, time.Time, time.Time) bool { return true })
+}
+
+// Excerpt prints, in time order, the fences of key whose acquisition to
+// Fence span meets [from, to], the writes to key in it, and the data losses
+// around it.
+func (s *FenceStore) Excerpt(key string, from, to time.Time) string {
+	return s.excerpt(func(k string, start, end time.Time) bool {
+		return (k == "" || k == key) && !start.After(to) && !end.Before(from)
+	})
+}
+
+func (s *FenceStore) excerpt(keep func(key string, start, end time.Time) bool) string {
+	type line struct {
+		at   time.Time
+		what string
+	}
+	var lines []line
+	s.mu.Lock()
+	for _, r := range s.records {
+		if keep(r.Key, r.Acquiring, r.Got) {
+			lines = append(lines, line{r.Got, fmt.Sprintf("fence %d: %s key %s", r.Fence, s.describe(r), r.Key)})
+		}
+	}
+	for _, w := range s.writes {
+		if !keep(w.Key, w.At, w.At) {
+			continue
+		}
+		what := "accepted"
+		if !w.Accepted {
+			what = fmt.Sprintf("REFUSED (highest %d by %s)", w.Top, w.TopHolder)
+		}
+		valid := "valid"
+		if !w.Valid() {
+			valid = fmt.Sprintf("validity ended at %v", s.at(w.Until))
+		}
+		lines = append(lines, line{w.At, fmt.Sprintf("write fence %d by %s (%s): %s, key %s", w.Fence, w.Holder, valid, what, w.Key)})
+	}
+	for _, l := range s.losses {
+		lo, hi := l.oldBefore, l.newAfter
+		if hi.Before(lo) {
+			lo, hi = hi, lo
+		}
+		if keep("", lo, hi) {
+			lines = append(lines, line{lo, fmt.Sprintf("data loss (%s): old data until %v, new from %v", l.what, s.at(l.oldBefore), s.at(l.newAfter))})
+		}
+	}
+	s.mu.Unlock()
+	slices.SortStableFunc(lines, func(a, b line) int { return a.at.Compare(b.at) })
+	var b strings.Builder
+	for _, l := range lines {
+		fmt.Fprintf(&b, "%12v  %s\n", s.at(l.at), l.what)
+	}
+	return b.String()
+}
+
+func slicesSortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, cmp.Compare[string])
+	return keys
+}
+
+// WatchDataLoss tells s, until ctx ends, of every restart without data
+// (KilledEmpty) that sched gives a node of c, with the tightest bounds it
+// can prove. Every poll it reads the schedule's faults; while a node is
+// KilledEmpty it dials the node's server directly (no proxy): a refused
+// connection shows that the old process is gone (the kill came before) and
+// that the new one is not listening yet (the restart comes after). So the
+// loss is reported with oldBefore the end of the first refused dial and
+// newAfter the start of the last one, and pairs of fences drawn while the
+// node was down are not excused. If no dial was refused (the watcher was
+// starved), the whole fault is reported, from the poll before it was seen
+// to the poll that saw it over; and a gap between polls longer than the
+// shortest KilledEmpty (sched's MaxTTL), in which one might have come and
+// gone unseen, is reported as a loss too. Run it in its own goroutine.
+func (s *FenceStore) WatchDataLoss(ctx context.Context, c *Cluster, sched *Schedule, poll time.Duration) {
+	type episode struct {
+		open                bool
+		seenFrom            time.Time // the poll before the fault was seen
+		firstDead, lastDead time.Time
+	}
+	eps := make([]episode, len(c.Nodes))
+	dead := func(i int) (start, end time.Time, ok bool) {
+		start = time.Now()
+		conn, err := net.DialTimeout("tcp", c.Nodes[i].Server.Addr, poll)
+		end = time.Now()
+		if err == nil {
+			_ = conn.Close()
+			return start, end, false
+		}
+		return start, end, errors.Is(err, syscall.ECONNREFUSED)
+	}
+	closeEp := func(i int, now time.Time) {
+		e := &eps[i]
+		what := fmt.Sprintf("node %d restarted empty", i)
+		if e.firstDead.IsZero() {
+			s.DataLoss(now, e.seenFrom, what+", never seen down")
+		} else {
+			s.DataLoss(e.firstDead, e.lastDead, what)
+		}
+		*e = episode{}
+	}
+	minDown := sched.opt.MaxTTL
+	prev := time.Now()
+	tick := time.NewTicker(poll)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			now := time.Now()
+			for i := range eps {
+				if eps[i].open {
+					closeEp(i, now)
+				}
+			}
+			return
+		case <-tick.C:
+		}
+		before := time.Now()
+		faults := sched.Health().Faults()
+		after := time.Now()
+		if minDown > 0 && before.Sub(prev) >= minDown {
+			s.DataLoss(after, prev, fmt.Sprintf("the watcher did not poll for %v", before.Sub(prev).Round(time.Millisecond)))
+		}
+		for i, f := range faults {
+			e := &eps[i]
+			if f != KilledEmpty {
+				if e.open {
+					closeEp(i, after)
+				}
+				continue
+			}
+			if !e.open {
+				*e = episode{open: true, seenFrom: prev}
+			}
+			if start, end, ok := dead(i); ok {
+				if e.firstDead.IsZero() {
+					e.firstDead = end
+				}
+				e.lastDead = start
+			}
+		}
+		prev = before
+	}
+}
