@@ -49,13 +49,10 @@ func (l *Lock) Fence(ctx context.Context) (uint64, error) {
 	if ctx == nil {
 		return 0, fmt.Errorf("%w: nil context", ErrInvalidArgument)
 	}
-	gate := l.gate()
-	select {
-	case gate <- struct{}{}:
-		defer func() { <-gate }()
-	case <-ctx.Done():
-		return 0, fmt.Errorf("%w: %q: waiting for another Fence of this lock: %w", ErrNotObtained, l.key, ctx.Err())
+	if err := l.enterFence(ctx); err != nil {
+		return 0, err
 	}
+	defer func() { <-l.gate() }()
 	until, err := l.heldUntil()
 	if err != nil {
 		return 0, err
@@ -87,6 +84,24 @@ func (l *Lock) gate() chan struct{} {
 		l.fenceGate = make(chan struct{}, 1)
 	}
 	return l.fenceGate
+}
+
+// enterFence takes the gate, waiting within ctx only while another Fence of
+// l holds it: a free gate is taken even if ctx has ended, so that the call
+// answers as the lock's state says.
+func (l *Lock) enterFence(ctx context.Context) error {
+	gate := l.gate()
+	select {
+	case gate <- struct{}{}:
+		return nil
+	default:
+	}
+	select {
+	case gate <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%w: %q: waiting for another Fence of this lock: %w", ErrNotObtained, l.key, ctx.Err())
+	}
 }
 
 // drawFence increments the counter on every master that holds our token,

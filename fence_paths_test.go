@@ -135,3 +135,32 @@ func TestFenceUnderTheREADMEsACLOnClusterMasters(t *testing.T) {
 		t.Errorf("Fence under the README's ACL (~lk:* ~{lk:* +incr) on Cluster masters: %v", err)
 	}
 }
+
+// A Fence whose ctx has already ended, with no other Fence running, answers
+// as the lock's state says (the cached fence, or ErrNotHeld), never "waiting
+// for another Fence" (found by the fault generator: a select between a free
+// gate and a done ctx picked either).
+func TestFenceWithAnEndedCtxAndNoOtherCall(t *testing.T) {
+	m := newMinis(t, 5, nil)
+	c := m.client()
+	l := mustLock(t, c, "k", time.Minute)
+	f, err := l.Fence(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, cancel := context.WithCancel(bg)
+	cancel()
+	for range 200 {
+		if got, err := l.Fence(done); err != nil || got != f {
+			t.Fatalf("cached Fence with an ended ctx = %d, %v; want %d", got, err, f)
+		}
+	}
+	if err := l.Unlock(bg); err != nil {
+		t.Fatal(err)
+	}
+	for range 200 {
+		if _, err := l.Fence(done); !errors.Is(err, ErrNotHeld) {
+			t.Fatalf("Fence after Unlock with an ended ctx = %v, want ErrNotHeld", err)
+		}
+	}
+}
