@@ -28,16 +28,18 @@ func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration, age
 
 	announce := c.announce(acquiredNotice, key, l.token, age)
 	start := time.Now()
-	r := c.fanOut(ctx, "lock", key, c.deadline(start, ttl), nil, func(ctx context.Context, n *node) (bool, error) {
+	guard := c.guard(ttl) > 0
+	r := c.fanOut(ctx, "lock", key, c.deadline(start, ttl), nil, ttl, func(ctx context.Context, n *node) (ballot, error) {
 		if !l.holds[n.index].send() {
 			l.holds[n.index].finish(false, nil)
-			return false, errGivenUp
+			return ballot{}, errGivenUp
 		}
-		yes, err := n.acquire(ctx, key, l.token, ttl, announce)
-		if l.holds[n.index].finish(yes, err) {
+		b, err := n.acquire(ctx, key, l.token, ttl, announce, guard)
+		l.holds[n.index].born.Store(b.mem.born)
+		if l.holds[n.index].finish(b.yes, err) {
 			c.releaseNode(n, key, l.token, ttl)
 		}
-		return yes, err
+		return b, err
 	})
 	if l.won(r) {
 		return l, nil

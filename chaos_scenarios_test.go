@@ -235,10 +235,34 @@ var scenarios = []struct {
 		s.assertSafe()
 	}},
 
-	{"10_control_restart_without_persistence", func(s *scenario) {
-		// Known unsafe: A holds nodes 0–2; node 2 crashes and comes back
-		// empty at once; B takes nodes 2–4 while A still holds.
-		a, b := s.client(), s.client()
+	{"10_restart_without_persistence_quarantined", func(s *scenario) {
+		// A holds nodes 0–2 of an established deployment; node 2 crashes
+		// and comes back empty at once. With the default options its
+		// yes is quarantined (it is younger than the others' memories):
+		// B, a Client made after the restart, cannot take nodes 2–4.
+		s.established()
+		a := s.client(WithRestartGuard(DefaultRestartGuard)) // the default, which s.client shortens
+		ttl := scaled(3 * time.Second)
+		s.holdOnly(a, "A", ttl, 0, 1, 2)
+		s.fault(s.cl.Nodes[2].RestartEmpty())
+		s.note("node 2 restarted without persistence")
+		b := s.client(WithRestartGuard(DefaultRestartGuard))
+		lb, err := b.TryLock(bg, s.key, ttl)
+		if err == nil {
+			s.acquired("B", lb)
+			s.t.Fatalf("B got the lock while A still counts on node 2: %q", s.cl.Values(s.t, s.key))
+		}
+		if !errors.Is(err, ErrNodeQuarantined) {
+			s.t.Fatalf("B: %v, want ErrNotObtained naming node 2 quarantined", err)
+		}
+		s.assertSafe()
+	}},
+
+	{"10b_control_restart_guard_off", func(s *scenario) {
+		// Known unsafe: the same with the restart guard off; B takes
+		// nodes 2–4 while A still holds. The checker must catch it.
+		s.established()
+		a, b := s.client(WithRestartGuard(0)), s.client(WithRestartGuard(0))
 		ttl := scaled(3 * time.Second)
 		s.holdOnly(a, "A", ttl, 0, 1, 2)
 		s.fault(s.cl.Nodes[2].RestartEmpty())
@@ -273,26 +297,44 @@ var scenarios = []struct {
 		settle(b)
 
 		// (b) appendfsync always: the restarted node still has A's key.
-		s.fault(s.cl.Nodes[2].EnableAOF())
+		// Node 3 this time: node 2, restarted empty above, is in quarantine
+		// for the guard (a minute), however long it was down.
+		s.fault(s.cl.Nodes[3].EnableAOF())
 		ttl := scaled(3 * time.Second)
-		la, _ = s.holdOnly(a, "A2", ttl, 0, 1, 2)
-		s.cl.Nodes[2].RestartAOF()
-		s.note("node 2 restarted from its AOF")
-		if v := s.cl.Values(s.t, s.key)[2]; v != la.Token() {
-			s.t.Fatalf("node 2 lost A's key across an AOF restart: %q", v)
+		la, xa := s.holdOnly(a, "A2", ttl, 0, 1, 3)
+		s.cl.Nodes[3].RestartAOF()
+		s.note("node 3 restarted from its AOF")
+		if v := s.cl.Values(s.t, s.key)[3]; v != la.Token() {
+			s.t.Fatalf("node 3 lost A's key across an AOF restart: %q", v)
 		}
 		if lb, err := b.TryLock(bg, s.key, ttl); err == nil {
 			s.acquired("B2", lb)
 		} else if !errors.Is(err, ErrNotObtained) {
 			s.t.Fatalf("B after the AOF restart: %v", err)
 		}
+		// (c) The node restarted from its AOF kept its memory marker: it
+		// is not quarantined, and counts at once where it is needed.
+		xa.Releasing()
+		_ = la.Unlock(bg)
+		settle(a)
+		s.cl.Nodes[0].Admin.Set(bg, s.key, "other", time.Minute)
+		s.cl.Nodes[2].Admin.Set(bg, s.key, "other", time.Minute)
+		lc, err := b.TryLock(bg, s.key, ttl) // nodes 1, 3 and 4
+		if err != nil {
+			s.t.Fatalf("C, which needs node 3 restarted from its AOF: %v", err)
+		}
+		s.acquired("C", lc).Releasing()
+		_ = lc.Unlock(bg)
 		s.assertSafe()
 	}},
 
 	{"12_control_clock_jump_in_majority", func(s *scenario) {
 		// Known unsafe: A holds nodes 0–2; node 2's clock jumps forward
 		// past A's TTL, so Redis expires A's key there; B takes 2–4.
-		a, b := s.client(), s.client()
+		// The guard off: the jumped node's memory looks older than the
+		// others' by the jump, and would quarantine them (a fresh
+		// deployment's young votes), hiding what this control shows.
+		a, b := s.client(WithRestartGuard(0)), s.client(WithRestartGuard(0))
 		ttl := scaled(3 * time.Second)
 		s.holdOnly(a, "A", ttl, 0, 1, chaosClockNode)
 		s.fault(s.cl.Nodes[chaosClockNode].JumpClock(jump(ttl)))
@@ -506,6 +548,29 @@ var scenarios = []struct {
 	{"20_whole_api_generator", generate},
 
 	{"21_fence_monotonic_under_faults", fenceUnderFaults},
+
+	{"22_fresh_deployment_no_stall", func(s *scenario) {
+		// Five new masters (the suite flushed them): every memory marker
+		// is born in the first round, none remembers further back, and the
+		// first TryLock succeeds at once, even with a master down (it
+		// costs that round its node deadline).
+		c := s.client()
+		s.cl.Nodes[4].Server.Kill()
+		s.note("node 4 killed")
+		start := time.Now()
+		l, err := c.TryLock(bg, s.key, chaosTTL)
+		if err != nil {
+			s.t.Fatalf("first TryLock on a fresh deployment: %v", err)
+		}
+		if took := time.Since(start); took > 2*chaosNodeD+scaled(50*time.Millisecond) {
+			s.t.Fatalf("first TryLock took %v", took)
+		}
+		s.acquired("A", l).Releasing()
+		_ = l.Unlock(bg)
+		s.assertSafe()
+	}},
+
+	{"23_rolling_restarts_under_do", rollingRestarts},
 }
 
 // jump is a forward clock jump that outlives a TTL: whole seconds, since

@@ -61,6 +61,7 @@ func TestChaos(t *testing.T) {
 var (
 	chaosTTL   = scaled(400 * time.Millisecond) // the lock TTL of most scenarios
 	chaosNodeD = scaled(40 * time.Millisecond)  // the per-node deadline
+	chaosGuard = scaled(3 * time.Second)        // the restart guard: the longest TTL a scenario uses
 	chaosSlack = scaled(150 * time.Millisecond) // liveness slack on top of a deadline
 	chaosWork  = scaled(2 * time.Millisecond)   // the critical section's sleep
 	chaosRun   = scaled(800 * time.Millisecond) // how long a contention phase lasts
@@ -97,7 +98,10 @@ func newScenario(t *testing.T, cl *chaos.Cluster, nodes []redis.UniversalClient)
 // wait out go-redis's read timeouts on requests a fault swallowed.
 func (s *scenario) client(opts ...Option) *Client {
 	s.t.Helper()
-	c, err := New(s.nodes, append([]Option{WithNodeTimeout(chaosNodeD)}, opts...)...)
+	// The restart guard as long as the longest TTL the scenarios use (and
+	// what the masters recorded), not a minute: masters the schedules
+	// restart empty count again within a scenario.
+	c, err := New(s.nodes, append([]Option{WithNodeTimeout(chaosNodeD), WithRestartGuard(chaosGuard)}, opts...)...)
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -294,4 +298,18 @@ func countIn(vals []string, v string) int {
 		}
 	}
 	return n
+}
+
+// established makes the masters' memories an hour old, as in a deployment
+// that has run for a while (the suite starts each scenario from flushed
+// masters, a fresh deployment): a master that loses its data is then
+// younger than the others, and the restart guard can see it.
+func (s *scenario) established() {
+	s.t.Helper()
+	var admins []redis.UniversalClient
+	for _, n := range s.cl.Nodes {
+		admins = append(admins, n.Admin)
+	}
+	ageMemory(s.t, admins, establishedAge)
+	s.note("masters' memories aged %v (an established deployment)", establishedAge)
 }

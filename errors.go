@@ -50,6 +50,13 @@ var (
 	// held another token; when extending or unlocking, it no longer held
 	// ours.
 	ErrNodeRefused = errors.New("redlock: node refused")
+
+	// ErrNodeQuarantined reports that a node said yes but its vote was not
+	// counted: its memory is younger than the restart guard while other
+	// masters remember further back, so it may have lost (in a restart
+	// without persistence, a flush) a key another holder still counts on.
+	// Its key is set all the same. See WithRestartGuard.
+	ErrNodeQuarantined = errors.New("redlock: node quarantined after losing its data")
 )
 
 // errGivenUp is a node's outcome when its request was not sent because the

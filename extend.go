@@ -58,11 +58,17 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if until.Before(deadline) {
 		deadline = until // a majority after the validity ended is too late
 	}
-	r := c.fanOut(ctx, "extend", l.key, deadline, l.refusedNodes(), func(ctx context.Context, n *node) (bool, error) {
+	guard := c.guard(ttl) > 0
+	r := c.fanOut(ctx, "extend", l.key, deadline, l.refusedNodes(), ttl, func(ctx context.Context, n *node) (ballot, error) {
 		if err := l.holds[n.index].await(ctx); err != nil {
-			return false, refusalAsVote(err)
+			return ballot{}, refusalAsVote(err)
 		}
-		return n.extend(ctx, l.key, l.token, ttl)
+		h := l.holds[n.index]
+		b, err := n.extend(ctx, l.key, l.token, ttl, guard, h.born.Load())
+		if err == nil && b.yes {
+			h.born.Store(b.mem.born) // a later repair is for a later loss only
+		}
+		return b, err
 	})
 	return l.extended(ctx, r, start, ttl)
 }

@@ -25,9 +25,11 @@ const fenceSuffix = ":redlock-fence"
 // than f. That holds while masters are killed, paused, slowed or restarted
 // with their data (appendfsync always), and needs no single master to
 // survive: every fence is held by a majority, and any later majority meets
-// it. A master that restarts without its data, or is flushed, may have
-// forgotten its counter, so a later fence can repeat an earlier one if a
-// majority lost theirs.
+// it. A master that loses its data (a restart without persistence, a
+// flush) loses its counters; a new counter starts at the master's clock in
+// microseconds, above the fences issued before from older readings, so
+// fences keep growing then too, as long as the masters' clocks agree to
+// within the time between the two fences.
 //
 // The first call costs one round (two when the masters' counters differ)
 // and is made only while the lock is valid; later calls return the same
@@ -139,13 +141,13 @@ func (l *Lock) fenceRound(ctx context.Context, until time.Time, values []atomic.
 	if until.Before(deadline) {
 		deadline = until
 	}
-	return c.fanOut(ctx, "fence", l.key, deadline, l.refusedNodes(), func(ctx context.Context, n *node) (bool, error) {
+	return c.fanOut(ctx, "fence", l.key, deadline, l.refusedNodes(), 0, func(ctx context.Context, n *node) (ballot, error) {
 		if err := l.holds[n.index].await(ctx); err != nil {
-			return false, refusalAsVote(err)
+			return ballot{}, refusalAsVote(err)
 		}
 		v, err := n.fence(ctx, l.key, l.token, raise)
 		values[n.index].Store(v)
-		return err == nil && v > 0 && v >= raise, err
+		return ballot{yes: err == nil && v > 0 && v >= raise}, err
 	})
 }
 

@@ -100,7 +100,8 @@ func (l *Lock) handOff(ctx context.Context, next *turnWaiter[Lock], ttl time.Dur
 	}
 	own := c.wk.listening(l.key)
 	start := time.Now()
-	r := c.fanOut(context.WithoutCancel(ctx), "hand-off", l.key, c.deadline(start, nttl), nil, ho.on)
+	ho.guard = c.guard(nttl) > 0
+	r := c.fanOut(context.WithoutCancel(ctx), "hand-off", l.key, c.deadline(start, nttl), nil, nttl, ho.on)
 	if ho.heard.Load() > own {
 		c.wk.othersListen(l.key, false)
 	}
@@ -130,18 +131,20 @@ type handOffRound struct {
 	nttl     time.Duration // nl's: the calls may outlive the round, never read nl.ttl there
 	calls    *handOffCalls
 	announce notice
+	guard    bool         // the restart guard is on: the script reports memory
 	heard    atomic.Int64 // the most subscribers an acquired notice reached
 }
 
 // on runs the hand-off script on node n. Only a node that held our token
 // votes yes: the lock passes as a whole from a majority of ours, or not at
 // all.
-func (ho *handOffRound) on(ctx context.Context, n *node) (bool, error) {
+func (ho *handOffRound) on(ctx context.Context, n *node) (ballot, error) {
 	l, nl, c := ho.l, ho.nl, ho.l.c
 	// Our own SET first: a hand-off that overtook it would find the key
 	// free and leave our late SET behind.
 	_ = l.holds[n.index].await(ctx)
-	state, receivers, err := n.handOff(ctx, l.key, l.token, nl.token, ho.nttl, ho.announce)
+	state, receivers, mem, err := n.handOff(ctx, l.key, l.token, nl.token, ho.nttl, ho.announce, ho.guard)
+	nl.holds[n.index].born.Store(mem.born)
 	maxInto(&ho.heard, receivers)
 	if nl.holds[n.index].finish(err == nil && state != handOffRefused, err) {
 		c.releaseNode(n, l.key, nl.token, ho.nttl)
@@ -153,7 +156,7 @@ func (ho *handOffRound) on(ctx context.Context, n *node) (bool, error) {
 		// there.
 		c.releaseNode(n, l.key, l.token, ho.ttl)
 	}
-	return replaced, err
+	return ballot{yes: replaced, mem: mem}, err
 }
 
 // cleanUp, after a won hand-off, releases what it may have left of our

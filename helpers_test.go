@@ -47,7 +47,30 @@ func newMinis(t *testing.T, n int, opt *redis.Options) *minis {
 		m.servers = append(m.servers, s)
 		m.clients = append(m.clients, c)
 	}
+	ageMemory(t, m.clients, establishedAge)
 	return m
+}
+
+// establishedAge is how old the masters' memories are when a test starts:
+// a deployment that has run for a while, where a master that loses its data
+// is younger than the others (see guard.go). Tests of a fresh deployment
+// flush the markers.
+const establishedAge = time.Hour
+
+// ageMemory makes each master's memory marker say that its memory began d
+// ago by its own clock, with no TTL recorded yet.
+func ageMemory(t testing.TB, nodes []redis.UniversalClient, d time.Duration) {
+	t.Helper()
+	for _, n := range nodes {
+		now, err := n.Time(context.Background()).Result()
+		if err != nil {
+			t.Fatalf("TIME: %v", err)
+		}
+		born := now.Add(-d).UnixMilli()
+		if err := n.Set(context.Background(), markerKey("", false), fmt.Sprintf("%d 0", born), 0).Err(); err != nil {
+			t.Fatalf("setting the memory marker: %v", err)
+		}
+	}
 }
 
 // client returns a Client over every server; it is closed when the test ends.
@@ -252,6 +275,7 @@ func startReal(t *testing.T, n int) *realNodes {
 		r.clients = append(r.clients, s.Client(nil))
 		r.admin = append(r.admin, s.Client(&redis.Options{MaxRetries: -1}))
 	}
+	ageMemory(t, r.clients, establishedAge)
 	return r
 }
 

@@ -10,9 +10,14 @@ import (
 )
 
 var (
+	// memoryLua defines memory(), for the scripts that vote: see the
+	// restart guard (guard.go).
+	//go:embed lua/memory.lua
+	memoryLua string
+
 	//go:embed lua/acquire.lua
 	acquireLua    string
-	acquireScript = redis.NewScript(acquireLua)
+	acquireScript = redis.NewScript(memoryLua + acquireLua)
 
 	//go:embed lua/release.lua
 	releaseLua    string
@@ -20,11 +25,11 @@ var (
 
 	//go:embed lua/handoff.lua
 	handoffLua    string
-	handoffScript = redis.NewScript(handoffLua)
+	handoffScript = redis.NewScript(memoryLua + handoffLua)
 
 	//go:embed lua/extend.lua
 	extendLua    string
-	extendScript = redis.NewScript(extendLua)
+	extendScript = redis.NewScript(memoryLua + extendLua)
 
 	//go:embed lua/fence.lua
 	fenceLua    string

@@ -49,16 +49,31 @@ func (n *node) refusedNotice() { n.noticesRefused.Store(time.Now().UnixNano()) }
 
 // acquire runs the acquire script: true when the key now holds token. When
 // the key is set, the node publishes announce.
-func (n *node) acquire(ctx context.Context, key, token string, ttl time.Duration, announce notice) (bool, error) {
+func (n *node) acquire(ctx context.Context, key, token string, ttl time.Duration, announce notice, guard bool) (ballot, error) {
 	announce = n.notice(announce)
-	v, err := acquireScript.Run(ctx, n.client, []string{key}, token, ttl.Milliseconds(), announce.channel, announce.message).Int64()
+	v, err := acquireScript.Run(ctx, n.client, []string{key}, token, ttl.Milliseconds(), announce.channel, announce.message, boolArg(guard), n.marker(key)).Int64Slice()
 	if err != nil {
-		return false, err
+		return ballot{}, err
 	}
-	if v == 3 {
+	if len(v) != 4 {
+		return ballot{}, fmt.Errorf("redlock: acquire script returned %v", v)
+	}
+	if v[0] == 3 {
 		n.refusedNotice()
 	}
-	return v == 1 || v == 3, nil
+	return ballot{yes: v[0] == 1 || v[0] == 3, mem: memoryOf(v[1], v[2], v[3])}, nil
+}
+
+// marker is the master's memory marker for a voting script about key
+// (guard.go).
+func (n *node) marker(key string) string { return markerKey(key, n.isCluster()) }
+
+// boolArg is a script's boolean argument.
+func boolArg(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
 }
 
 // release deletes the key if it holds token: true when it did. When it
@@ -87,30 +102,37 @@ const (
 // handOff sets the key to newToken for ttl if it holds oldToken or is free,
 // publishing announce; it returns the script's state and how many
 // subscribers heard the notice.
-func (n *node) handOff(ctx context.Context, key, oldToken, newToken string, ttl time.Duration, announce notice) (state, receivers int64, err error) {
+func (n *node) handOff(ctx context.Context, key, oldToken, newToken string, ttl time.Duration, announce notice, guard bool) (state, receivers int64, mem memory, err error) {
 	announce = n.notice(announce)
-	v, err := handoffScript.Run(ctx, n.client, []string{key}, oldToken, newToken, ttl.Milliseconds(), announce.channel, announce.message).Int64Slice()
+	v, err := handoffScript.Run(ctx, n.client, []string{key}, oldToken, newToken, ttl.Milliseconds(), announce.channel, announce.message, boolArg(guard), n.marker(key)).Int64Slice()
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, memory{}, err
 	}
-	if len(v) != 2 {
-		return 0, 0, fmt.Errorf("redlock: hand-off script returned %v", v)
+	if len(v) != 5 {
+		return 0, 0, memory{}, fmt.Errorf("redlock: hand-off script returned %v", v)
 	}
+	mem = memoryOf(v[2], v[3], v[4])
 	if v[1] < 0 {
 		n.refusedNotice()
-		return v[0], 0, nil
+		return v[0], 0, mem, nil
 	}
-	return v[0], v[1], nil
+	return v[0], v[1], mem, nil
 }
 
 // extend makes the key live at least ttl more if it holds token, never
-// shortening it: true when it holds token.
-func (n *node) extend(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
-	v, err := extendScript.Run(ctx, n.client, []string{key}, token, ttl.Milliseconds()).Int64()
+// shortening it; with guard, it also puts back our token where the key is
+// absent because the master's memory is no longer born, the one that held
+// our key (repair; 0: unknown, no repair). Yes when the key holds our
+// token now.
+func (n *node) extend(ctx context.Context, key, token string, ttl time.Duration, guard bool, born int64) (ballot, error) {
+	v, err := extendScript.Run(ctx, n.client, []string{key}, token, ttl.Milliseconds(), boolArg(guard), n.marker(key), born).Int64Slice()
 	if err != nil {
-		return false, err
+		return ballot{}, err
 	}
-	return v == 1, nil
+	if len(v) != 4 {
+		return ballot{}, fmt.Errorf("redlock: extend script returned %v", v)
+	}
+	return ballot{yes: v[0] > 0, mem: memoryOf(v[1], v[2], v[3])}, nil
 }
 
 // fence runs the fence script on key's counter if key holds token: with

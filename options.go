@@ -16,6 +16,9 @@ const (
 	// DefaultRetryMin and DefaultRetryMax bound Lock's wait between attempts.
 	DefaultRetryMin = 10 * time.Millisecond
 	DefaultRetryMax = 250 * time.Millisecond
+	// DefaultRestartGuard is the least quarantine of a master that lost its
+	// data (see WithRestartGuard).
+	DefaultRestartGuard = time.Minute
 )
 
 // An Option configures a Client. Options are checked by New, which returns
@@ -27,7 +30,8 @@ type config struct {
 	driftFactor float64
 	retryMin    time.Duration
 	retryMax    time.Duration
-	noNotices   bool // WithoutNotices
+	noNotices   bool          // WithoutNotices
+	guard       time.Duration // WithRestartGuard; 0: off
 
 	test *testHooks // never nil
 }
@@ -38,6 +42,7 @@ func defaultConfig() config {
 		driftFactor: DefaultDriftFactor,
 		retryMin:    DefaultRetryMin,
 		retryMax:    DefaultRetryMax,
+		guard:       DefaultRestartGuard,
 		test:        new(testHooks),
 	}
 }
@@ -115,6 +120,29 @@ func WithRetryDelay(min, max time.Duration) Option {
 func WithoutNotices() Option {
 	return func(c *config) error {
 		c.noNotices = true
+		return nil
+	}
+}
+
+// WithRestartGuard sets the least time a master that lost its data (a
+// restart without persistence, FLUSHALL, a failover to an empty replica)
+// stays in quarantine: its yes votes are not counted until its memory is
+// older than the guard, since it may have forgotten a key another holder
+// still counts on (Redlock spec, "delayed restarts"). The guard is also at
+// least the TTL of the request and the longest TTL this Client has used or
+// heard of from any master (each master records the longest TTL granted
+// there since its memory began, and reports it with every vote), so that
+// other Clients' longer TTLs are covered once this Client has heard from a
+// master that granted them; set d to the longest TTL any Client uses to
+// cover them from the first call. The default is DefaultRestartGuard. d = 0
+// turns the guard off, and with it Extend's repair of a master that lost the
+// key. d must not be negative.
+func WithRestartGuard(d time.Duration) Option {
+	return func(c *config) error {
+		if d < 0 {
+			return fmt.Errorf("%w: restart guard %v is negative", ErrInvalidArgument, d)
+		}
+		c.guard = d
 		return nil
 	}
 }

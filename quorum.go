@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -26,7 +27,9 @@ type round struct {
 	yes     int
 	decided time.Time    // when the deciding reply arrived or the deadline passed
 	failed  []*NodeError // the nodes that voted no or failed before the decision
-	refused int          // how many of failed answered no (ErrNodeRefused)
+	refused int          // how many of failed answered no, or yes in quarantine: none holds the lock for us
+	held    []heldVote   // yes votes the restart guard has not decided yet (guard.go)
+	counted []heldVote   // yes votes counted with a reported memory, while the guard may grow
 }
 
 func (r *round) won() bool { return r.yes >= r.quorum }
@@ -42,15 +45,22 @@ func (r *round) error(outcome error) *QuorumError {
 }
 
 // nodeCall is what a round does on one node. It runs in its own goroutine,
-// may outlive the round, and returns the node's vote: true for yes; false
-// with a nil error for no; or an error.
-type nodeCall func(ctx context.Context, n *node) (bool, error)
+// may outlive the round, and returns the node's ballot: yes, or no with a
+// nil error; or an error.
+type nodeCall func(ctx context.Context, n *node) (ballot, error)
+
+// A ballot is a node's answer: its vote, and what it reported of its
+// memory, for the restart guard.
+type ballot struct {
+	yes bool
+	mem memory
+}
 
 type vote struct {
 	node int
-	yes  bool
-	err  error
-	at   time.Time
+	ballot
+	err error
+	at  time.Time
 }
 
 // fanOut sends call to every node not skipped, each under its own deadline,
@@ -59,12 +69,19 @@ type vote struct {
 // the driver's own timeouts: a node that has not answered by then counts as
 // failed with ErrNodeTimeout. If ctx ends first, the nodes not yet answered
 // count as failed with ctx.Err().
-func (c *Client) fanOut(ctx context.Context, op, key string, deadline time.Time, skip []error, call nodeCall) *round {
+//
+// guardTTL, when not 0, puts the round under the restart guard for a
+// request of that TTL (guard.go): a yes from a master whose memory is
+// younger than the guard counts only once the round knows that no majority
+// remembers further back.
+func (c *Client) fanOut(ctx context.Context, op, key string, deadline time.Time, skip []error, guardTTL time.Duration, call nodeCall) *round {
 	r := &round{op: op, key: key, quorum: c.quorum, start: time.Now()}
 	n := len(c.nodes)
 	votes := make(chan vote, n) // buffered: a late node never blocks
 	pending := make([]bool, n)
 	npending := 0
+	mems := make([]memory, n) // of the nodes that answered
+	answered := 0
 	for i, nd := range c.nodes {
 		if skip != nil && skip[i] != nil {
 			r.record(nd, skip[i], r.start)
@@ -76,9 +93,9 @@ func (c *Client) fanOut(ctx context.Context, op, key string, deadline time.Time,
 		go func() {
 			defer c.bg.Done()
 			nctx, cancel := context.WithDeadline(ctx, deadline)
-			yes, err := call(nctx, nd)
+			b, err := call(nctx, nd)
 			cancel()
-			votes <- vote{node: nd.index, yes: yes, err: err, at: time.Now()}
+			votes <- vote{node: nd.index, ballot: b, err: err, at: time.Now()}
 		}()
 	}
 
@@ -90,14 +107,28 @@ func (c *Client) fanOut(ctx context.Context, op, key string, deadline time.Time,
 			pending[v.node] = false
 			npending--
 			r.decided = v.at
+			c.learn(v.mem)
+			mems[v.node] = v.mem
+			guard := time.Duration(0)
+			if guardTTL > 0 {
+				guard = c.guard(guardTTL)
+				r.recheck(guard) // a longer TTL heard: counted votes may be young after all
+			}
 			switch {
+			case v.yes && v.err == nil && guard > 0 && v.mem.reported && v.mem.age < guard:
+				r.held = append(r.held, heldVote{node: v.node, age: v.mem.age, at: v.at})
 			case v.yes:
 				r.yes++
+				if v.mem.reported {
+					r.counted = append(r.counted, heldVote{node: v.node, age: v.mem.age, at: v.at})
+				}
 			case v.err == nil:
 				r.record(c.nodes[v.node], ErrNodeRefused, v.at)
 			default:
 				r.record(c.nodes[v.node], c.nodeErr(ctx, v.err), v.at)
 			}
+			answered++
+			r.settleHeld(c.nodes, mems, answered)
 		case <-timer.C:
 			r.decided = deadline
 			r.failPending(c.nodes, pending, ErrNodeTimeout)
@@ -108,6 +139,7 @@ func (c *Client) fanOut(ctx context.Context, op, key string, deadline time.Time,
 			npending = 0
 		}
 	}
+	r.endHeld()
 	if r.decided.IsZero() { // every node was skipped
 		r.decided = r.start
 	}
@@ -120,7 +152,9 @@ func (r *round) decidedBy(n int) bool {
 }
 
 func (r *round) record(nd *node, err error, at time.Time) {
-	if errors.Is(err, ErrNodeRefused) {
+	// A quarantined master stays out for at least the lock's TTL: for
+	// Extend it is as good as a no.
+	if errors.Is(err, ErrNodeRefused) || errors.Is(err, ErrNodeQuarantined) {
 		r.refused++
 	}
 	r.failed = append(r.failed, &NodeError{Node: nd.index, Addr: nd.addr, Latency: at.Sub(r.start), Err: err})
@@ -160,6 +194,7 @@ func (c *Client) nodeErr(ctx context.Context, err error) error {
 // SET was answered, never before it on another connection.
 type hold struct {
 	done chan struct{} // closed when the acquire call returned
+	born atomic.Int64  // which memory of the master holds our key (guard.go); 0: unknown
 
 	mu        sync.Mutex
 	mayHold   bool // it returned yes or an error: the key may hold our token

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -34,6 +35,8 @@ type Client struct {
 	id    string       // tells this Client's notices from others'
 	turns *turns[Lock] // per-key FIFO of this Client's waiters
 	wk    *waker       // notices for waiters
+
+	longestTTL atomic.Int64 // the longest TTL used or heard of, for the restart guard
 }
 
 // New returns a Client over nodes, which must be independent masters (not

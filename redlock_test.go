@@ -473,8 +473,11 @@ func TestExtendWhenMajorityLostTokenIsNotHeld(t *testing.T) {
 	if !l.Until().Before(time.Now()) {
 		t.Fatal("Until should be in the past once the lock is known lost")
 	}
-	if m.count("k", "") != 3 {
-		t.Fatalf("Extend re-created keys: %q", m.values("k"))
+	// Its repair put our token back on the flushed masters, which stay in
+	// quarantine; the lock, found lost, is given up and released everywhere.
+	settle(c)
+	if m.count("k", "") != 5 {
+		t.Fatalf("keys left after the lost lock was given up: %q", m.values("k"))
 	}
 }
 

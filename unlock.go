@@ -123,11 +123,11 @@ func (l *Lock) release(ctx context.Context, ttl time.Duration, lost *handOffCall
 	var heard atomic.Int64 // the most subscribers a release notice reached
 	announce := c.announce(releasedNotice, l.key, l.token, 0)
 	deadline := time.Now().Add(c.nodeTimeout(ttl))
-	r := c.fanOut(context.WithoutCancel(ctx), "unlock", l.key, deadline, l.refusedNodes(),
-		func(ctx context.Context, n *node) (bool, error) {
+	r := c.fanOut(context.WithoutCancel(ctx), "unlock", l.key, deadline, l.refusedNodes(), 0,
+		func(ctx context.Context, n *node) (ballot, error) {
 			deleted, receivers, err := l.releaseOn(ctx, n, lost, announce)
 			maxInto(&heard, receivers)
-			return deleted, err
+			return ballot{yes: deleted}, err
 		})
 	if r.won() {
 		c.wk.noteReleased(l.key, l.token)

@@ -1,8 +1,10 @@
 -- acquire: take KEYS[1] for token ARGV[1] for ARGV[2] milliseconds. When it
 -- is taken and ARGV[3] names a channel, publish ARGV[4] there, so that
 -- other clients' waiters stand down instead of sending attempts that must
--- fail. Returns 1 when the key now holds our token, 0 when another token
--- holds it, and 3 when it took the key but the server refused the notice.
+-- fail. Returns {vote, age, longest, born}: vote 1 when the key now holds
+-- our token, 0 when another token holds it, and 3 when it took the key but the
+-- server refused the notice; age and longest from memory(ARGV[6], ARGV[2],
+-- ARGV[5]) (memory.lua, prepended).
 --
 -- SET NX PX sets the value and its expiry in one step (pitfall 1: SETNX then
 -- EXPIRE). The second branch makes a re-send idempotent: when the driver
@@ -12,17 +14,18 @@
 -- The notice goes through pcall: a Redis 7 ACL user without channel rights
 -- gets an error from PUBLISH after the SET ran, and a script is not rolled
 -- back, so an error there would leave a key its caller counts as failed.
+local age, longest, born = memory(ARGV[6], ARGV[2], ARGV[5])
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   if ARGV[3] ~= '' then
     local r = redis.pcall('PUBLISH', ARGV[3], ARGV[4])
     if type(r) == 'table' and r.err then
-      return 3
+      return {3, age, longest, born}
     end
   end
-  return 1
+  return {1, age, longest, born}
 end
 -- pcall: a key of another type is simply not ours.
 if redis.pcall('GET', KEYS[1]) == ARGV[1] then
-  return 1
+  return {1, age, longest, born}
 end
-return 0
+return {0, age, longest, born}

@@ -4,7 +4,8 @@
 -- number is a double: past 2^53 it would round, and two holders could get
 -- the same fence).
 --
--- ARGV[2] empty: increment the counter and return its new value. Every
+-- ARGV[2] empty: increment the counter (creating it at the master's clock)
+-- and return its new value. Every
 -- Fence starts here, so a holder's values are above every value a master of
 -- its majority had when it took the key there: the key was free, so any
 -- earlier holder's write-back there came first.
@@ -16,6 +17,19 @@ if redis.pcall('GET', KEYS[1]) ~= ARGV[1] then
   return false
 end
 if ARGV[2] == '' then
+  if not redis.call('GET', KEYS[2]) then
+    -- A new counter starts at the master's clock in microseconds, not at
+    -- 0: a master that lost its counters (a restart without persistence,
+    -- a flush) then starts above every fence issued before, which counted
+    -- from older clock readings one increment at a time.
+    if redis.replicate_commands then
+      redis.replicate_commands() -- Redis 6: TIME before a write needs it
+    end
+    local t = redis.pcall('TIME') -- without the right (ACL): from 0
+    if type(t) == 'table' and not t.err then
+      redis.call('SET', KEYS[2], t[1] .. string.format('%06d', tonumber(t[2])))
+    end
+  end
   redis.call('INCR', KEYS[2])
   return redis.call('GET', KEYS[2])
 end

@@ -1,21 +1,24 @@
 -- handoff: give KEYS[1], held by token ARGV[1], straight to token ARGV[2]
 -- for ARGV[3] milliseconds, or take it for ARGV[2] if it is free. When the
 -- key is set and ARGV[4] names a channel, publish ARGV[5] there.
--- Returns {state, receivers}: state 2 when ARGV[1]'s key was replaced, 1
--- when the key was free and is now ARGV[2]'s (or already was: a re-send),
--- 0 when another token holds it; receivers is how many subscribers heard
--- the notice, or -1 when the server refused it (no channel rights).
+-- Returns {state, receivers, age, longest, born}: state 2 when ARGV[1]'s
+-- key was replaced, 1 when the key was free and is now ARGV[2]'s (or already was: a
+-- re-send), 0 when another token holds it; receivers is how many
+-- subscribers heard the notice, or -1 when the server refused it (no channel
+-- rights); age and longest from memory(ARGV[7], ARGV[3], ARGV[6])
+-- (memory.lua).
 --
 -- Check and set run as one script, so the key is never free in between for
 -- another client to take (this is how a Client passes a lock to its own next
 -- waiter without a release and an acquisition), and a token that is not
 -- ARGV[1] is never replaced (pitfall 5).
+local age, longest, born = memory(ARGV[7], ARGV[3], ARGV[6])
 local cur = redis.pcall('GET', KEYS[1])
 if cur == ARGV[2] then
-  return {1, 0}
+  return {1, 0, age, longest, born}
 end
 if cur ~= ARGV[1] and cur ~= false then
-  return {0, 0}
+  return {0, 0, age, longest, born}
 end
 redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
 local receivers = 0
@@ -26,6 +29,6 @@ if ARGV[4] ~= '' then
   end
 end
 if cur == false then
-  return {1, receivers}
+  return {1, receivers, age, longest, born}
 end
-return {2, receivers}
+return {2, receivers, age, longest, born}

@@ -1,6 +1,7 @@
 // The command table, the checks every command passes
 // (arity, pub/sub mode, scripts), and the connection and server commands:
-// PING, ECHO, SELECT, CLIENT, AUTH, QUIT, INFO, DBSIZE, FLUSHDB, FLUSHALL.
+// PING, ECHO, SELECT, CLIENT, AUTH, QUIT, INFO, TIME, DBSIZE, FLUSHDB,
+// FLUSHALL.
 // keys.go, lua.go and pubsub.go hold the others.
 
 package memredis
@@ -34,6 +35,7 @@ func init() {
 		"AUTH":     {arity: -2, run: cmdAuth, noScript: true},
 		"QUIT":     {arity: -1, run: cmdQuit, noScript: true, subMode: true},
 		"INFO":     {arity: -1, run: cmdInfo},
+		"TIME":     {arity: 1, run: cmdTime},
 		"DBSIZE":   {arity: 1, run: cmdDBSize},
 		"FLUSHDB":  {arity: -1, run: cmdFlushDB},
 		"FLUSHALL": {arity: -1, run: cmdFlushAll},
@@ -185,4 +187,11 @@ func cmdFlushDB(s *Server, c *conn, _ []string) any {
 func cmdFlushAll(s *Server, _ *conn, _ []string) any {
 	s.flushAll()
 	return status("OK")
+}
+
+// cmdTime serves TIME: the server's clock (real time plus FastForward, or
+// the frozen clock) as seconds and microseconds.
+func cmdTime(s *Server, _ *conn, _ []string) any {
+	now := s.now()
+	return []any{strconv.FormatInt(now.Unix(), 10), strconv.FormatInt(int64(now.Nanosecond()/1000), 10)}
 }

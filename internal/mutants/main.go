@@ -136,6 +136,27 @@ var mutants = []mutant{
 		to:      "	if held >= 0 {",
 		killers: "TestFenceIsAboveAnEarlierHoldersAcrossDifferentMajorities",
 	},
+	{
+		name:    "guard-ignores-the-marker",
+		file:    "quorum.go",
+		from:    "v.mem.reported && v.mem.age < guard:",
+		to:      "v.mem.reported && false:",
+		killers: "TestRestartedMasterIsQuarantined|TestRestartWithPersistenceIsNotQuarantined",
+	},
+	{
+		name:    "repair-counts-a-quarantined-master",
+		file:    "extend.go",
+		from:    "l.refusedNodes(), ttl, func",
+		to:      "l.refusedNodes(), 0, func",
+		killers: "TestExtendWhenMajorityLostTokenIsNotHeld",
+	},
+	{
+		name:    "repair-brings-back-a-deleted-key",
+		file:    "lua/extend.lua",
+		from:    " and tonumber(ARGV[5]) ~= born then",
+		to:      " then",
+		killers: "TestLateExtendNeverRepairsAKeyUnlockDeleted",
+	},
 }
 
 func main() {

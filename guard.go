@@ -1,0 +1,150 @@
+// The restart guard: a master that lost its data does not vote until every
+// lock it may have forgotten has expired (Redlock spec, "delayed restarts").
+
+package redlock
+
+import (
+	"strings"
+	"time"
+)
+
+// A master that restarts without persistence (or is flushed, or fails over
+// to an empty replica) forgets the keys of locks it granted. Were its yes
+// counted at once, a second holder could win a majority with it while the
+// first still counts on it: chaos scenario 10. So each master keeps a
+// marker of when its memory began (lua/memory.lua), and reports the
+// memory's age with every vote. A yes from a master whose memory is younger
+// than the guard is held back until the round knows more:
+//
+//   - it is not counted (ErrNodeQuarantined) as soon as any master answers
+//     with a memory older than its own by more than memorySlack: that
+//     master remembers a time the young one has forgotten, when it may have
+//     granted a lock still alive. One witness is enough: the masters of a
+//     lock that kept their data hold its key, and answer;
+//   - it is counted once every master has answered and none is older, or
+//     when the round ends without any older answer: nobody who answered
+//     remembers further back. In a fresh deployment every marker is born in
+//     the same few rounds, so nothing stalls there (a master that does not
+//     answer costs such a round its node deadline).
+//
+// Its key is set all the same, so it protects the lock from then on, and is
+// released with the lock. A master that restarted with its data (the
+// marker is persisted with the keys) is as old as before, and counts at
+// once. When a majority loses its data at once, its young votes stay out
+// for the guard as long as one master that kept its data answers: no second
+// holder gets in before the first one's TTL is over.
+
+// memorySlack is how much older than a master's memory the others' must be
+// for it to count as having lost its data: more than the spread of a fresh
+// deployment's markers, all born in its first rounds.
+const memorySlack = time.Second
+
+// markerKey is the master's memory marker that the scripts read: one per
+// plain master; on a Redis Cluster master it must share the lock key's hash
+// slot, so it is one per hash tag (see fenceKey), which knows only since
+// that tag was first used there.
+func markerKey(key string, cluster bool) string {
+	if !cluster {
+		return "redlock:memory"
+	}
+	if hasHashTag(key) || strings.Contains(key, "}") {
+		return key + ":redlock-memory"
+	}
+	return "{" + key + "}:redlock-memory"
+}
+
+// memory is what a master reports of its memory with a vote.
+type memory struct {
+	reported bool          // false: none (no marker rights, an error, or an op without one)
+	age      time.Duration // since its memory began
+	longest  time.Duration // the longest TTL granted there since
+	born     int64         // when its memory began, in ms of its clock: which memory it is
+}
+
+// memoryOf reads a script's report: age < 0 means none.
+func memoryOf(age, longest, born int64) memory {
+	if age < 0 {
+		return memory{}
+	}
+	return memory{reported: true, age: time.Duration(age) * time.Millisecond, longest: time.Duration(longest) * time.Millisecond, born: born}
+}
+
+// guard is the restart guard for a request of ttl: 0 when it is off;
+// otherwise the longest of WithRestartGuard's value, ttl, and the longest
+// TTL this Client has used or heard of.
+func (c *Client) guard(ttl time.Duration) time.Duration {
+	if c.cfg.guard == 0 {
+		return 0
+	}
+	return max(c.cfg.guard, ttl, time.Duration(c.longestTTL.Load()))
+}
+
+// learn raises the longest TTL this Client has heard of to what a master
+// reported.
+func (c *Client) learn(m memory) {
+	for {
+		cur := c.longestTTL.Load()
+		if !m.reported || int64(m.longest) <= cur || c.longestTTL.CompareAndSwap(cur, int64(m.longest)) {
+			return
+		}
+	}
+}
+
+// A heldVote is a yes from a master whose memory is younger than the guard,
+// waiting for the round to know whether a majority remembers further back.
+type heldVote struct {
+	node int
+	age  time.Duration
+	at   time.Time
+}
+
+// settleHeld decides the held votes it can (see the comment at the top):
+// recorded as ErrNodeQuarantined once an answer is older, counted once all
+// n masters answered (mems holds the memories of those that did).
+func (r *round) settleHeld(nodes []*node, mems []memory, answered int) {
+	kept := r.held[:0]
+	for _, h := range r.held {
+		switch {
+		case olderThan(mems, h.age):
+			r.record(nodes[h.node], ErrNodeQuarantined, h.at)
+		case answered == len(nodes):
+			r.yes++
+		default:
+			kept = append(kept, h)
+		}
+	}
+	r.held = kept
+}
+
+// recheck holds back again the counted votes whose memory is younger than
+// guard, which grew during the round (a master reported a longer TTL).
+func (r *round) recheck(guard time.Duration) {
+	kept := r.counted[:0]
+	for _, v := range r.counted {
+		if v.age < guard {
+			r.yes--
+			r.held = append(r.held, v)
+		} else {
+			kept = append(kept, v)
+		}
+	}
+	r.counted = kept
+}
+
+// endHeld decides the votes still held when the round ends: counted when
+// no answer was older, which settleHeld would have seen.
+func (r *round) endHeld() {
+	r.yes += len(r.held)
+	r.held = nil
+}
+
+// olderThan reports whether a master answered with a memory older than age
+// by more than memorySlack.
+func olderThan(mems []memory, age time.Duration) bool {
+	for _, m := range mems {
+		if m.reported && m.age > age+memorySlack {
+			return true
+		}
+	}
+	return false
+}

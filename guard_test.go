@@ -1,0 +1,224 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+// restartScene: holder A holds key "k" on masters 0-2 (3 and 4 were taken
+// by another token, since released), and master 0 then loses its data.
+// Without the guard B wins masters 0, 3 and 4 while A still counts on 0.
+func restartScene(t *testing.T, m *minis) (a *Lock) {
+	t.Helper()
+	m.take(3, "k", "other", time.Minute)
+	m.take(4, "k", "other", time.Minute)
+	a = mustLock(t, m.client(), "k", time.Minute)
+	for _, i := range []int{3, 4} {
+		if err := m.clients[i].Del(bg, "k").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m.servers[0].FlushAll() // a restart without persistence
+	return a
+}
+
+// Scenario 10 in one test: a master of the holder's majority restarts
+// empty; a Client created after the restart must not count it.
+func TestRestartedMasterIsQuarantined(t *testing.T) {
+	m := newMinis(t, 5, nil)
+	a := restartScene(t, m)
+	b := m.client() // made after the restart: it never saw master 0 before
+	if _, err := b.TryLock(bg, "k", time.Minute); err == nil {
+		t.Fatalf("B got the lock while A (until %v) still counts on the restarted master: %q", time.Until(a.Until()), m.values("k"))
+	} else if !errors.Is(err, ErrNodeQuarantined) || !errors.Is(err, ErrNotObtained) {
+		t.Fatalf("TryLock = %v, want ErrNotObtained naming a quarantined node", err)
+	}
+	// Its key was set all the same, and released with the failed attempt.
+	settle(b)
+	if v := m.values("k")[0]; v != "" {
+		t.Fatalf("master 0 still holds %q after the failed attempt", v)
+	}
+}
+
+// The control: with the guard off the same scene lets a second holder in,
+// which shows the test above can fail.
+func TestWithoutTheGuardARestartLetsASecondHolderIn(t *testing.T) {
+	m := newMinis(t, 5, nil)
+	a := restartScene(t, m)
+	b := m.client(WithRestartGuard(0))
+	l, err := b.TryLock(bg, "k", time.Minute)
+	if err != nil {
+		t.Fatalf("TryLock with the guard off: %v; want the unsafe win the guard prevents", err)
+	}
+	if !time.Now().Before(a.Until()) || !time.Now().Before(l.Until()) {
+		t.Fatal("the two locks should overlap")
+	}
+}
+
+// Once the restarted master's memory is older than the guard (every lock it
+// may have forgotten has expired), it counts again.
+func TestQuarantineEndsWithTheGuard(t *testing.T) {
+	m := newMinis(t, 5, nil)
+	restartScene(t, m)
+	b := m.client(WithRestartGuard(2 * time.Minute))
+	if _, err := b.TryLock(bg, "k2", time.Second); err != nil { // marks master 0's new memory
+		t.Fatal(err)
+	}
+	m.fastForward(3 * time.Minute) // A's keys are gone too
+	for _, i := range []int{1, 2, 3} {
+		m.take(i, "k3", "other", time.Hour)
+	}
+	if _, err := b.TryLock(bg, "k3", time.Second); !errors.Is(err, ErrNotObtained) {
+		t.Fatalf("TryLock with only masters 0 and 4 free: %v", err)
+	}
+	m.clients[1].Del(bg, "k3")
+	l, err := b.TryLock(bg, "k3", time.Second)
+	if err != nil {
+		t.Fatalf("TryLock on masters 0, 1 and 4 after the guard: %v; master 0 should count again", err)
+	}
+	_ = l.Unlock(bg)
+}
+
+// A fresh deployment (every master new) does not stall: all markers are
+// born together, and no master remembers further back.
+func TestFreshDeploymentDoesNotStall(t *testing.T) {
+	m := newMinis(t, 5, nil)
+	for _, s := range m.servers {
+		s.FlushAll()
+	}
+	c := m.client()
+	for i := range 3 {
+		l, err := c.TryLock(bg, "k", time.Minute)
+		if err != nil {
+			t.Fatalf("TryLock %d on a fresh deployment: %v", i, err)
+		}
+		if err := l.Unlock(bg); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A TTL longer than the guard, used by another Client: this Client learns
+// it from the masters (each records the longest TTL it granted) and keeps a
+// master that restarted since out for that long.
+func TestOtherClientsLongerTTLsExtendTheGuard(t *testing.T) {
+	m := newMinis(t, 5, nil)
+	x := m.client()
+	long := mustLock(t, x, "long", 10*time.Minute) // on every master
+	_ = long
+	m.take(3, "k", "other", time.Hour)
+	m.take(4, "k", "other", time.Hour)
+	a := mustLock(t, x, "k", 10*time.Minute)
+	m.clients[3].Del(bg, "k")
+	m.clients[4].Del(bg, "k")
+	m.servers[0].FlushAll()
+	m.fastForward(2 * time.Minute) // past the default guard, within A's TTL
+	b := m.client()
+	if _, err := b.TryLock(bg, "learn", time.Second); err != nil { // B hears of the 10-minute TTL
+		t.Fatal(err)
+	}
+	if _, err := b.TryLock(bg, "k", time.Second); err == nil {
+		t.Fatalf("B got k while A holds it for another %v on masters 0-2", time.Until(a.Until()))
+	}
+}
+
+// A master restarted with its data (the marker is persisted with the keys)
+// counts again at once.
+func TestRestartWithPersistenceIsNotQuarantined(t *testing.T) {
+	r := startReal(t, 5)
+	aof := []string{"--appendonly", "yes", "--appendfsync", "always"}
+	r.servers[0].Restart(aof...) // empty, persisting from now on
+	ageMemory(t, r.clients[:1], establishedAge)
+	c := r.client()
+	r.servers[0].Restart(aof...) // with its data
+	r.take(1, "k", "other", time.Minute)
+	r.take(2, "k", "other", time.Minute)
+	l, err := c.TryLock(bg, "k", time.Minute) // needs master 0
+	if err != nil {
+		t.Fatalf("TryLock needing the master restarted with its data: %v", err)
+	}
+	_ = l.Unlock(context.Background())
+
+	// The same restart without its data is quarantined.
+	r.servers[0].Restart()
+	r.take(3, "k2", "other", time.Minute)
+	r.take(4, "k2", "other", time.Minute)
+	if _, err := c.TryLock(bg, "k2", time.Minute); !errors.Is(err, ErrNodeQuarantined) {
+		t.Fatalf("TryLock needing the master restarted empty: %v, want ErrNodeQuarantined", err)
+	}
+}
+
+// Extend's repair: a master that lost the lock's key (restarted empty) gets
+// it back, counts again once its memory is older than the guard, and so the
+// lock outlives masters restarting one at a time. Without repair the third
+// loss here would leave two masters.
+func TestExtendRepairKeepsALockAcrossRestartsOneAtATime(t *testing.T) {
+	m := newMinis(t, 5, nil)
+	ttl := 3 * time.Second
+	c := m.client(WithRestartGuard(time.Millisecond)) // the guard is then ttl
+	l := mustLock(t, c, "k", ttl)
+	extend := func(what string, votes int) {
+		t.Helper()
+		err := l.Extend(bg, ttl)
+		var qe *QuorumError
+		if votes >= 3 && err != nil {
+			t.Fatalf("%s: Extend: %v", what, err)
+		}
+		if votes < 3 && !errors.As(err, &qe) {
+			t.Fatalf("%s: Extend: %v, want a failure", what, err)
+		}
+		settle(c)
+		if n := m.count("k", l.Token()); n != 5 {
+			t.Fatalf("%s: our key is on %d masters, want 5 (repaired)", what, n)
+		}
+	}
+	m.servers[0].FlushAll()
+	extend("master 0 restarted", 4) // repaired, in quarantine
+	m.fastForward(2 * time.Second)
+	extend("2 s later", 4) // still in quarantine, keys refreshed
+	m.fastForward(2 * time.Second)
+	extend("past the guard", 5)
+	m.servers[1].FlushAll()
+	m.servers[2].FlushAll()
+	extend("masters 1 and 2 restarted", 3) // 0, 3 and 4
+}
+
+// A late extension (its script reaching a master after Unlock deleted the
+// key there) never brings the key back: repair is only for a master whose
+// memory began since the lock was set there.
+func TestLateExtendNeverRepairsAKeyUnlockDeleted(t *testing.T) {
+	r := startReal(t, 5)
+	c := r.client(WithNodeTimeout(time.Second))
+	l := mustLock(t, c, "k", time.Minute)
+	gate := make(chan struct{})
+	arrived := make(chan struct{}, 1)
+	r.clients[0].AddHook(&scriptHook{script: extendScript, before: func(context.Context) {
+		select {
+		case arrived <- struct{}{}:
+		default:
+		}
+		<-gate
+	}})
+	extended := make(chan error, 1)
+	go func() { extended <- l.Extend(bg, time.Minute) }()
+	<-arrived // master 0's extension is on its way, held back
+	if err := l.Unlock(bg); err != nil {
+		t.Fatal(err)
+	}
+	within(t, scaled(5*time.Second), "Unlock's delete on master 0", func() bool {
+		for r.values("k")[0] != "" {
+			time.Sleep(time.Millisecond) // another client's command: no signal
+		}
+		return true
+	})
+	close(gate)
+	if err := <-extended; err != nil {
+		t.Logf("the late extension: %v", err) // its outcome says nothing here
+	}
+	settle(c)
+	if v := r.values("k"); r.count("k", "") != 5 {
+		t.Fatalf("a late extension brought the key back: %q", v)
+	}
+}

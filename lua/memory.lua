@@ -1,0 +1,55 @@
+-- memory: the master's memory marker, for the restart guard. Prepended to
+-- the scripts that vote (acquire, extend, handoff).
+--
+-- The marker ("redlock:memory" on a plain master) holds "<born> <ttl>":
+-- when this master's memory began, in milliseconds of its own clock, and the longest TTL any script granted here since, in
+-- milliseconds. The first script that finds it missing creates it (SET
+-- NX semantics: one script at a time), so a master that lost its data (a
+-- restart without persistence, FLUSHALL, a failover to an empty replica)
+-- gets a young marker, while one restarted with its data keeps its age.
+--
+-- memory(marker, ttl, on) records ttl and returns the memory's age, the
+-- longest TTL and when the memory began, in milliseconds; -1 for the age
+-- (and 0 for the rest) when the guard is off (on is not '1') or the marker
+-- cannot be read (an ACL user without the key or TIME): the Client then
+-- cannot tell, and counts the vote as before.
+--
+-- The marker's name comes as an argument, not in KEYS: Redis checks an ACL
+-- user's rights to every declared key before the script runs, so a user
+-- whose key pattern covers only the lock keys could take no lock at all.
+-- Undeclared, a refused access fails only this pcall. (On a Redis Cluster
+-- master the marker shares the lock key's hash slot, as it must.)
+local function memory(marker, ttl, on)
+  if on ~= '1' then
+    return -1, 0, 0
+  end
+  if redis.replicate_commands then
+    redis.replicate_commands() -- Redis 6: TIME before a write needs it
+  end
+  local t = redis.pcall('TIME')
+  local v = redis.pcall('GET', marker)
+  if (type(t) == 'table' and t.err) or (type(v) == 'table' and v.err) then
+    return -1, 0, 0
+  end
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  ttl = tonumber(ttl)
+  local born, longest
+  if v then
+    born, longest = string.match(v, '^(%d+) (%d+)$')
+  end
+  if not born then
+    born, longest = now, ttl
+  else
+    born, longest = tonumber(born), tonumber(longest)
+    if ttl <= longest then
+      return now - born, longest, born
+    end
+    longest = ttl
+  end
+  local r = redis.pcall('SET', marker, string.format('%d %d', born, longest))
+  if type(r) == 'table' and r.err then
+    return -1, 0, 0
+  end
+  return now - born, longest, born
+end
+
