@@ -25,7 +25,7 @@ import (
 // in-process fault proxy (internal/chaos), with the faults of the Redlock
 // literature injected under contending clients. Every scenario records each holder's
 // validity window in a chaos.History and fails if two windows on one key
-// overlap or the read-sleep-write counter lost an update. Scenarios 10 and
+// overlap or the read-sleep-write counter lost an update. Scenarios 10b and
 // 12 are positive controls: known-unsafe setups the checker must catch.
 //
 // Times scale with timeScale (4× under -race). A failure prints the history
