@@ -21,11 +21,13 @@ import (
 //     master remembers a time the young one has forgotten, when it may have
 //     granted a lock still alive. One witness is enough: the masters of a
 //     lock that kept their data hold its key, and answer;
-//   - it is counted once every master has answered and none is older, or
-//     when the round ends without any older answer: nobody who answered
-//     remembers further back. In a fresh deployment every marker is born in
-//     the same few rounds, so nothing stalls there (a master that does not
-//     answer costs such a round its node deadline).
+//   - it is counted once every master has answered and none is older:
+//     nobody remembers further back. In a fresh deployment every marker is
+//     born in the same few rounds, so nothing stalls there;
+//   - it is not counted when the round ends (the node deadline, the
+//     caller's ctx) before every master answered: the one that did not may
+//     be the witness. So a fresh deployment with a master down takes no
+//     lock until its markers are older than the guard.
 //
 // Its key is set all the same, so it protects the lock from then on, and is
 // released with the lock. A master that restarted with its data (the
@@ -131,10 +133,14 @@ func (r *round) recheck(guard time.Duration) {
 	r.counted = kept
 }
 
-// endHeld decides the votes still held when the round ends: counted when
-// no answer was older, which settleHeld would have seen.
-func (r *round) endHeld() {
-	r.yes += len(r.held)
+// endHeld records the votes still held when the round ends (its deadline,
+// or the caller's ctx) as not counted: a master that did not answer in time
+// may be the one that remembers, and counting them then would let a second
+// holder in whenever the masters that kept their data are slow.
+func (r *round) endHeld(nodes []*node) {
+	for _, h := range r.held {
+		r.record(nodes[h.node], ErrNodeQuarantined, h.at)
+	}
 	r.held = nil
 }
 

@@ -139,7 +139,7 @@ func (c *Client) fanOut(ctx context.Context, op, key string, deadline time.Time,
 			npending = 0
 		}
 	}
-	r.endHeld()
+	r.endHeld(c.nodes)
 	if r.decided.IsZero() { // every node was skipped
 		r.decided = r.start
 	}

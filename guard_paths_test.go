@@ -1,0 +1,69 @@
+// The restart guard when the masters that kept their data answer late:
+// regressions from an adversarial review (a majority lost its data, the
+// witnesses are slow, or the caller gives up first).
+
+package redlock
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+// advScene: holder A holds "k" on masters 0,1,2 (3 and 4 refused it), then
+// masters 0, 1 and 3 (a majority) lose their data. Masters 2 and 4 keep
+// theirs and answer, but only after delay.
+func advScene(t *testing.T, m *minis, delay time.Duration) *Lock {
+	t.Helper()
+	m.take(3, "k", "other", time.Minute)
+	m.take(4, "k", "other", time.Minute)
+	a := mustLock(t, m.client(), "k", time.Minute)
+	for _, i := range []int{3, 4} {
+		if err := m.clients[i].Del(bg, "k").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, i := range []int{0, 1, 3} {
+		m.servers[i].FlushAll()
+	}
+	for _, i := range []int{2, 4} {
+		m.servers[i].SetPreHook(func(string, []string) error { time.Sleep(delay); return nil })
+		t.Cleanup(func() { m.servers[i].SetPreHook(nil) })
+	}
+	return a
+}
+
+// The masters that kept their data answer 400 ms late, past the node
+// deadline (250 ms): the young votes must not count at the round's end.
+func TestSlowWitnessesStillKeepTheYoungOut(t *testing.T) {
+	m := newMinis(t, 5, nil)
+	a := advScene(t, m, 400*time.Millisecond)
+	b := m.client()
+	l, err := b.TryLock(bg, "k", time.Minute)
+	if err == nil {
+		t.Fatalf("second holder B (until %v) while A holds k until %v; values %q",
+			time.Until(l.Until()).Round(time.Second), time.Until(a.Until()).Round(time.Second), m.values("k"))
+	}
+	if !errors.Is(err, ErrNodeQuarantined) {
+		t.Fatalf("TryLock = %v, want the young votes quarantined", err)
+	}
+}
+
+// The same with the old masters answering within the node deadline (100 ms)
+// but after the caller's ctx (50 ms) ended.
+func TestAnImpatientCallerDoesNotTurnTheGuardOff(t *testing.T) {
+	m := newMinis(t, 5, nil)
+	a := advScene(t, m, 100*time.Millisecond)
+	b := m.client()
+	ctx, cancel := context.WithTimeout(bg, 50*time.Millisecond)
+	defer cancel()
+	l, err := b.TryLock(ctx, "k", time.Minute)
+	if err == nil {
+		t.Fatalf("second holder B (until %v) while A holds k until %v; values %q",
+			time.Until(l.Until()).Round(time.Second), time.Until(a.Until()).Round(time.Second), m.values("k"))
+	}
+	if !errors.Is(err, ErrNodeQuarantined) {
+		t.Fatalf("TryLock = %v, want the young votes quarantined", err)
+	}
+}
