@@ -98,6 +98,7 @@ const (
 var (
 	genMinTTL    = scaled(50 * time.Millisecond)
 	genMaxTTL    = scaled(time.Second)
+	genGuard     = genMaxTTL                     // the restart guard: the longest TTL the generator uses
 	genWork      = scaled(3 * time.Millisecond)  // the longest critical section of a step
 	genLeaseWait = scaled(15 * time.Millisecond) // a property-2 read of one master
 	genPace      = scaled(100 * time.Millisecond)
@@ -228,7 +229,7 @@ func generate(s *scenario) {
 	g.sched = s.cl.NewSchedule(chaos.ScheduleOptions{
 		Seed: s.seed, NodeDeadline: chaosNodeD, MaxTTL: genMaxTTL, User: chaosUser,
 		Pace: genPace, MaxFaulty: len(s.cl.Nodes) - quorum(len(s.cl.Nodes)), EpisodeOdds: 0.05,
-		Settle: 2 * time.Second, History: s.hist,
+		Settle: 2 * time.Second, Quarantine: genGuard + 2*time.Second, History: s.hist,
 	})
 	// Property 8's store, told of every restart without data from the
 	// schedule's start until its end.
@@ -327,7 +328,7 @@ func (g *generator) await(wg *sync.WaitGroup, what string) {
 }
 
 func (g *generator) newClient(profile int) *genClient {
-	c, err := New(g.profiles[profile%len(g.profiles)], WithNodeTimeout(chaosNodeD))
+	c, err := New(g.profiles[profile%len(g.profiles)], WithNodeTimeout(chaosNodeD), WithRestartGuard(genGuard))
 	if err != nil {
 		g.s.t.Fatal(err)
 	}

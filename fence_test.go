@@ -127,7 +127,7 @@ func TestFenceOfAnEndedLockIsNotHeld(t *testing.T) {
 		t.Fatalf("Fence after Unlock: %v, want ErrNotHeld", err)
 	}
 
-	short := mustLock(t, c, "short", 50*time.Millisecond)
+	short := mustLock(t, c, "short", scaled(200*time.Millisecond))
 	<-short.Done()
 	if _, err := short.Fence(bg); !errors.Is(err, ErrNotHeld) {
 		t.Fatalf("Fence after the validity ended: %v, want ErrNotHeld", err)

@@ -81,7 +81,11 @@ type ScheduleOptions struct {
 	// Settle is how long after a restart Since still reports a node as
 	// Varied: go-redis fails every command to a node whose dials failed
 	// for up to a second after it is back.
-	Settle      time.Duration
+	Settle time.Duration
+	// Quarantine is how long after a restart without its data (KilledEmpty)
+	// Since still reports a node as Varied: the restart guard keeps its
+	// votes out that long.
+	Quarantine  time.Duration
 	EpisodeOdds float64  // the chance, per step, of a majority episode
 	History     *History // where faults are noted; may be nil
 }
@@ -111,6 +115,7 @@ type nodeFault struct {
 	hard      uint64    // changes whenever a network or process fault starts or ends
 	restartAt time.Time // when a killed node may restart
 	restarted time.Time // when it last restarted
+	reborn    time.Time // when it last restarted without its data
 }
 
 // NewSchedule makes a schedule for c; Run starts it.
@@ -273,12 +278,15 @@ func (s *Schedule) set(i int, f Fault, restartAt time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	old := s.nodes[i]
-	s.nodes[i] = nodeFault{fault: f, epoch: old.epoch + 1, hard: old.hard, restartAt: restartAt, restarted: old.restarted}
+	s.nodes[i] = nodeFault{fault: f, epoch: old.epoch + 1, hard: old.hard, restartAt: restartAt, restarted: old.restarted, reborn: old.reborn}
 	if (f != Healthy && !f.Configuration()) || (old.fault != Healthy && !old.fault.Configuration()) {
 		s.nodes[i].hard++
 	}
 	if old.fault == Killed || old.fault == KilledEmpty {
 		s.nodes[i].restarted = time.Now()
+	}
+	if old.fault == KilledEmpty {
+		s.nodes[i].reborn = time.Now()
 	}
 	if f != Healthy {
 		s.counts[f]++
@@ -422,7 +430,7 @@ func (s *Schedule) Since(h Health) []Fault {
 	out := make([]Fault, len(h))
 	for i, n := range h {
 		out[i] = n.fault
-		if s.nodes[i].epoch != n.epoch || time.Since(n.restarted) < s.opt.Settle {
+		if s.nodes[i].epoch != n.epoch || time.Since(n.restarted) < s.opt.Settle || time.Since(n.reborn) < s.opt.Quarantine {
 			out[i] = Varied
 		}
 	}
