@@ -550,9 +550,10 @@ var scenarios = []struct {
 	{"21_fence_monotonic_under_faults", fenceUnderFaults},
 
 	{"22_fresh_deployment_no_stall", func(s *scenario) {
-		// Five new masters (the suite flushed them): every memory marker
-		// is born in the first round, none remembers further back, and the
-		// first TryLock succeeds at once.
+		// Five new masters: every memory marker is born in the first
+		// round, none remembers further back, and the first TryLock
+		// succeeds at once.
+		s.fresh()
 		c := s.client()
 		start := time.Now()
 		l, err := c.TryLock(bg, s.key, chaosTTL)

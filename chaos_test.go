@@ -86,11 +86,16 @@ func newScenario(t *testing.T, cl *chaos.Cluster, nodes []redis.UniversalClient)
 		}
 	}
 	t.Logf("seed %d (replay with REDLOCK_CHAOS_SEED=%d)", seed, seed)
-	return &scenario{
+	s := &scenario{
 		t: t, cl: cl, nodes: nodes, hist: chaos.NewHistory(),
 		seed: seed, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 		key: "chaos:" + strings.ReplaceAll(t.Name(), "/", ":"),
 	}
+	// Scenarios run on an established deployment, the common case: in a
+	// fresh one (every memory marker young), a master that is down keeps
+	// every vote out for the restart guard (scenario 22 shows it).
+	s.established()
+	return s
 }
 
 // client is a Client over the proxied nodes with the suite's node deadline.
@@ -301,9 +306,9 @@ func countIn(vals []string, v string) int {
 }
 
 // established makes the masters' memories an hour old, as in a deployment
-// that has run for a while (the suite starts each scenario from flushed
-// masters, a fresh deployment): a master that loses its data is then
-// younger than the others, and the restart guard can see it.
+// that has run for a while (the suite flushes the masters between
+// scenarios): a master that loses its data is then younger than the
+// others, and the restart guard can see it. newScenario calls it.
 func (s *scenario) established() {
 	s.t.Helper()
 	var admins []redis.UniversalClient
@@ -312,4 +317,16 @@ func (s *scenario) established() {
 	}
 	ageMemory(s.t, admins, establishedAge)
 	s.note("masters' memories aged %v (an established deployment)", establishedAge)
+}
+
+// fresh deletes the masters' memory markers: a deployment whose masters are
+// all new.
+func (s *scenario) fresh() {
+	s.t.Helper()
+	for _, n := range s.cl.Nodes {
+		if err := n.Admin.Del(bg, markerKey("", false)).Err(); err != nil {
+			s.t.Fatal(err)
+		}
+	}
+	s.note("memory markers deleted (a fresh deployment)")
 }
