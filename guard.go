@@ -102,14 +102,14 @@ type heldVote struct {
 
 // settleHeld decides the held votes it can (see the comment at the top):
 // recorded as ErrNodeQuarantined once an answer is older, counted once all
-// n masters answered (mems holds the memories of those that did).
-func (r *round) settleHeld(nodes []*node, mems []memory, answered int) {
+// masters answered.
+func (r *round) settleHeld(nodes []*node) {
 	kept := r.held[:0]
 	for _, h := range r.held {
 		switch {
-		case olderThan(mems, h.age):
+		case olderThan(r.mems, h.age):
 			r.record(nodes[h.node], ErrNodeQuarantined, h.at)
-		case answered == len(nodes):
+		case r.answered == len(nodes):
 			r.yes++
 		default:
 			kept = append(kept, h)

@@ -28,8 +28,12 @@ type round struct {
 	decided time.Time    // when the deciding reply arrived or the deadline passed
 	failed  []*NodeError // the nodes that voted no or failed before the decision
 	refused int          // how many of failed answered no, or yes in quarantine: none holds the lock for us
-	held    []heldVote   // yes votes the restart guard has not decided yet (guard.go)
-	counted []heldVote   // yes votes counted with a reported memory, while the guard may grow
+	// The restart guard (guard.go), when guardTTL is not 0.
+	guardTTL time.Duration
+	mems     []memory   // of the nodes that answered, by node
+	answered int        // how many nodes answered
+	held     []heldVote // yes votes the guard has not decided yet
+	counted  []heldVote // yes votes counted with a reported memory, while the guard may grow
 }
 
 func (r *round) won() bool { return r.yes >= r.quorum }
@@ -75,13 +79,14 @@ type vote struct {
 // younger than the guard counts only once the round knows that no majority
 // remembers further back.
 func (c *Client) fanOut(ctx context.Context, op, key string, deadline time.Time, skip []error, guardTTL time.Duration, call nodeCall) *round {
-	r := &round{op: op, key: key, quorum: c.quorum, start: time.Now()}
+	r := &round{op: op, key: key, quorum: c.quorum, start: time.Now(), guardTTL: guardTTL}
 	n := len(c.nodes)
+	if guardTTL > 0 {
+		r.mems = make([]memory, n)
+	}
 	votes := make(chan vote, n) // buffered: a late node never blocks
 	pending := make([]bool, n)
 	npending := 0
-	mems := make([]memory, n) // of the nodes that answered
-	answered := 0
 	for i, nd := range c.nodes {
 		if skip != nil && skip[i] != nil {
 			r.record(nd, skip[i], r.start)
@@ -106,29 +111,7 @@ func (c *Client) fanOut(ctx context.Context, op, key string, deadline time.Time,
 		case v := <-votes:
 			pending[v.node] = false
 			npending--
-			r.decided = v.at
-			c.learn(v.mem)
-			mems[v.node] = v.mem
-			guard := time.Duration(0)
-			if guardTTL > 0 {
-				guard = c.guard(guardTTL)
-				r.recheck(guard) // a longer TTL heard: counted votes may be young after all
-			}
-			switch {
-			case v.yes && v.err == nil && guard > 0 && v.mem.reported && v.mem.age < guard:
-				r.held = append(r.held, heldVote{node: v.node, age: v.mem.age, at: v.at})
-			case v.yes:
-				r.yes++
-				if v.mem.reported {
-					r.counted = append(r.counted, heldVote{node: v.node, age: v.mem.age, at: v.at})
-				}
-			case v.err == nil:
-				r.record(c.nodes[v.node], ErrNodeRefused, v.at)
-			default:
-				r.record(c.nodes[v.node], c.nodeErr(ctx, v.err), v.at)
-			}
-			answered++
-			r.settleHeld(c.nodes, mems, answered)
+			r.count(ctx, c, v)
 		case <-timer.C:
 			r.decided = deadline
 			r.failPending(c.nodes, pending, ErrNodeTimeout)
@@ -144,6 +127,43 @@ func (c *Client) fanOut(ctx context.Context, op, key string, deadline time.Time,
 		r.decided = r.start
 	}
 	return r
+}
+
+// count records one node's answer.
+func (r *round) count(ctx context.Context, c *Client, v vote) {
+	r.decided = v.at
+	guard := r.guard(c, v)
+	switch {
+	case v.yes && v.err == nil && guard > 0 && v.mem.reported && v.mem.age < guard:
+		r.held = append(r.held, heldVote{node: v.node, age: v.mem.age, at: v.at})
+	case v.yes:
+		r.yes++
+		if guard > 0 && v.mem.reported {
+			r.counted = append(r.counted, heldVote{node: v.node, age: v.mem.age, at: v.at})
+		}
+	case v.err == nil:
+		r.record(c.nodes[v.node], ErrNodeRefused, v.at)
+	default:
+		r.record(c.nodes[v.node], c.nodeErr(ctx, v.err), v.at)
+	}
+	if r.guardTTL > 0 {
+		r.answered++
+		r.settleHeld(c.nodes)
+	}
+}
+
+// guard is the restart guard for the round as of answer v (0: none): it
+// learns the longest TTL v reports and holds back votes counted before
+// that it makes young.
+func (r *round) guard(c *Client, v vote) time.Duration {
+	if r.guardTTL == 0 {
+		return 0
+	}
+	c.learn(v.mem)
+	r.mems[v.node] = v.mem
+	g := c.guard(r.guardTTL)
+	r.recheck(g)
+	return g
 }
 
 // decidedBy reports whether the outcome among n nodes is known.
