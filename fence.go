@@ -179,16 +179,24 @@ func fenceFrom(values []uint64) (f uint64, held int) {
 	return f, held
 }
 
-// fenceKey is the key of key's fence counter on a master. On a Redis
-// Cluster master it must be in key's hash slot: key + fenceSuffix is when
-// key has a hash tag, and otherwise key becomes the tag. A key with a '}'
-// but no hash tag gets key + fenceSuffix there too, in another slot: its
-// Fence fails on a Cluster master (CROSSSLOT); give such keys a hash tag.
+// fenceKey is the key of key's fence counter on a master (see inSlotOf).
 func fenceKey(key string, cluster bool) string {
-	if !cluster || hasHashTag(key) || strings.Contains(key, "}") {
+	if !cluster {
 		return key + fenceSuffix
 	}
-	return "{" + key + "}" + fenceSuffix
+	return inSlotOf(key, fenceSuffix)
+}
+
+// inSlotOf names a key of the library's, key + suffix, in key's hash slot,
+// as a script on a Redis Cluster master needs: key + suffix is when key has
+// a hash tag, and otherwise key becomes the tag. A key with a '}' but no
+// hash tag gets key + suffix too, in another slot: its script then fails
+// on a Cluster master (CROSSSLOT); give such keys a hash tag.
+func inSlotOf(key, suffix string) string {
+	if hasHashTag(key) || strings.Contains(key, "}") {
+		return key + suffix
+	}
+	return "{" + key + "}" + suffix
 }
 
 // hasHashTag reports whether Redis Cluster hashes only part of key: a '{'

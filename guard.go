@@ -4,7 +4,6 @@
 package redlock
 
 import (
-	"strings"
 	"time"
 )
 
@@ -43,16 +42,13 @@ const memorySlack = time.Second
 
 // markerKey is the master's memory marker that the scripts read: one per
 // plain master; on a Redis Cluster master it must share the lock key's hash
-// slot, so it is one per hash tag (see fenceKey), which knows only since
-// that tag was first used there.
+// slot, so it is one per hash tag (inSlotOf), which knows only since that
+// tag was first used there.
 func markerKey(key string, cluster bool) string {
 	if !cluster {
 		return "redlock:memory"
 	}
-	if hasHashTag(key) || strings.Contains(key, "}") {
-		return key + ":redlock-memory"
-	}
-	return "{" + key + "}:redlock-memory"
+	return inSlotOf(key, ":redlock-memory")
 }
 
 // memory is what a master reports of its memory with a vote.
@@ -93,7 +89,7 @@ func (c *Client) learn(m memory) {
 }
 
 // A heldVote is a yes from a master whose memory is younger than the guard,
-// waiting for the round to know whether a majority remembers further back.
+// waiting for the round to know whether any master remembers further back.
 type heldVote struct {
 	node int
 	age  time.Duration
