@@ -20,13 +20,15 @@ import (
 //     master remembers a time the young one has forgotten, when it may have
 //     granted a lock still alive. One witness is enough: the masters of a
 //     lock that kept their data hold its key, and answer;
-//   - it is counted once every master has answered and none is older:
-//     nobody remembers further back. In a fresh deployment every marker is
-//     born in the same few rounds, so nothing stalls there;
+//   - it is counted once every master has reported its memory and none is
+//     older: nobody remembers further back. In a fresh deployment every
+//     marker is born in the same few rounds, so nothing stalls there;
 //   - it is not counted when the round ends (the node deadline, the
-//     caller's ctx) before every master answered: the one that did not may
-//     be the witness. So a fresh deployment with a master down takes no
-//     lock until its markers are older than the guard.
+//     caller's ctx) before every master reported: the one that did not may
+//     be the witness. An answer that is an error reports nothing (a master
+//     at maxmemory, a refused connection), nor does one from a master whose
+//     ACL user cannot read the marker. So a fresh deployment with a master
+//     down takes no lock until its markers are older than the guard.
 //
 // Its key is set all the same, so it protects the lock from then on, and is
 // released with the lock. A master that restarted with its data (the
@@ -98,14 +100,14 @@ type heldVote struct {
 
 // settleHeld decides the held votes it can (see the comment at the top):
 // recorded as ErrNodeQuarantined once an answer is older, counted once all
-// masters answered.
+// masters reported their memory.
 func (r *round) settleHeld(nodes []*node) {
 	kept := r.held[:0]
 	for _, h := range r.held {
 		switch {
 		case olderThan(r.mems, h.age):
 			r.record(nodes[h.node], ErrNodeQuarantined, h.at)
-		case r.answered == len(nodes):
+		case r.reported == len(nodes):
 			r.yes++
 		default:
 			kept = append(kept, h)

@@ -67,3 +67,27 @@ func TestAnImpatientCallerDoesNotTurnTheGuardOff(t *testing.T) {
 		t.Fatalf("TryLock = %v, want the young votes quarantined", err)
 	}
 }
+
+// The masters that kept their data answer at once, but with an error (a
+// master at maxmemory refuses the script's SET: "OOM command not allowed").
+// An error reports no memory: such a master may be the witness, so every
+// master having answered must not count the young votes. Found by chaos
+// scenario 22 in CI, where the killed master's "connection refused" came
+// back before the node deadline.
+func TestWitnessesAnsweringWithAnErrorStillKeepTheYoungOut(t *testing.T) {
+	m := newMinis(t, 5, nil)
+	a := advScene(t, m, 0)
+	for _, i := range []int{2, 4} {
+		m.servers[i].SetError("OOM command not allowed when used memory > 'maxmemory'.")
+		t.Cleanup(func() { m.servers[i].SetError("") })
+	}
+	b := m.client()
+	l, err := b.TryLock(bg, "k", time.Minute)
+	if err == nil {
+		t.Fatalf("second holder B (until %v) while A holds k until %v; values %q",
+			time.Until(l.Until()).Round(time.Second), time.Until(a.Until()).Round(time.Second), m.values("k"))
+	}
+	if !errors.Is(err, ErrNodeQuarantined) {
+		t.Fatalf("TryLock = %v, want the young votes quarantined", err)
+	}
+}

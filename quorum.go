@@ -31,7 +31,7 @@ type round struct {
 	// The restart guard (guard.go), when guardTTL is not 0.
 	guardTTL time.Duration
 	mems     []memory   // of the nodes that answered, by node
-	answered int        // how many nodes answered
+	reported int        // how many nodes reported their memory with their answer (guard.go)
 	held     []heldVote // yes votes the guard has not decided yet
 	counted  []heldVote // yes votes counted with a reported memory, while the guard may grow
 }
@@ -147,7 +147,12 @@ func (r *round) count(ctx context.Context, c *Client, v vote) {
 		r.record(c.nodes[v.node], c.nodeErr(ctx, v.err), v.at)
 	}
 	if r.guardTTL > 0 {
-		r.answered++
+		if v.err == nil && v.mem.reported {
+			// Only a report tells the round that this master remembers
+			// no further back: an error (a master at maxmemory, a
+			// refused connection) may come from the witness.
+			r.reported++
+		}
 		r.settleHeld(c.nodes)
 	}
 }

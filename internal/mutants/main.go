@@ -157,6 +157,13 @@ var mutants = []mutant{
 		to:      " then",
 		killers: "TestLateExtendNeverRepairsAKeyUnlockDeleted",
 	},
+	{
+		name:    "guard-takes-an-error-for-a-report",
+		file:    "quorum.go",
+		from:    "if v.err == nil && v.mem.reported {",
+		to:      "if true {",
+		killers: "TestWitnessesAnsweringWithAnErrorStillKeepTheYoungOut",
+	},
 }
 
 func main() {
