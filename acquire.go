@@ -4,6 +4,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -30,11 +31,13 @@ func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration, age
 	start := time.Now()
 	guard := c.guard(ttl) > 0
 	r := c.fanOut(ctx, "lock", key, c.deadline(start, ttl), nil, ttl, func(ctx context.Context, n *node) (ballot, error) {
-		if !l.holds[n.index].send() {
+		// Not sent once the lock gave the node up: when this goroutine
+		// starts late, or the request queued, after the round was lost.
+		b, err := n.acquire(ctx, l.holds[n.index].send, key, l.token, ttl, announce, guard)
+		if errors.Is(err, errNotSent) {
 			l.holds[n.index].finish(false, nil)
 			return ballot{}, errGivenUp
 		}
-		b, err := n.acquire(ctx, key, l.token, ttl, announce, guard)
 		l.holds[n.index].born.Store(b.mem.born)
 		if l.holds[n.index].finish(b.yes, err) {
 			c.releaseNode(n, key, l.token, ttl)

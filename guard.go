@@ -61,12 +61,45 @@ type memory struct {
 	born     int64         // when its memory began, in ms of its clock: which memory it is
 }
 
-// memoryOf reads a script's report: age < 0 means none.
-func memoryOf(age, longest, born int64) memory {
-	if age < 0 {
-		return memory{}
+// knownMemory is what the Client last learned of a master's memory: when
+// it began by the master's clock (which memory it is), and by the Client's.
+// The scripts are told born, and when the marker still says so, they skip
+// reading the master's clock: the Client counts the age on its own, from
+// since. since is when the reply that reported the age arrived less that
+// age, so it is late by the reply's way back: the age counted from it is a
+// little young, never old, which errs on the guard's side.
+type knownMemory struct {
+	born  int64
+	since time.Time
+}
+
+// arg is what a script is told the Client knows: born, or 0 for nothing.
+func (k *knownMemory) arg() int64 {
+	if k == nil {
+		return 0
 	}
-	return memory{reported: true, age: time.Duration(age) * time.Millisecond, longest: time.Duration(longest) * time.Millisecond, born: born}
+	return k.born
+}
+
+// memory reads a voting script's report (age, longest, born) of n's memory,
+// given k, what the request told the script; age < 0 means none, -2 the
+// memory the request said it knew (k). A new memory is remembered.
+func (n *node) memory(k *knownMemory, age, longest, born int64) memory {
+	m := memory{reported: true, longest: time.Duration(longest) * time.Millisecond, born: born}
+	switch {
+	case age == -2 && k != nil && k.born == born:
+		m.age = time.Since(k.since)
+	case age == -2:
+		m.age = 0 // the script answered for a memory it was not told of: trust none of it
+	case age < 0:
+		return memory{}
+	default:
+		m.age = time.Duration(age) * time.Millisecond
+		if k == nil || k.born != born {
+			n.known.Store(&knownMemory{born: born, since: time.Now().Add(-m.age)})
+		}
+	}
+	return m
 }
 
 // guard is the restart guard for a request of ttl: 0 when it is off;

@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 )
@@ -66,6 +67,7 @@ func TestQuarantineEndsWithTheGuard(t *testing.T) {
 	if _, err := b.TryLock(bg, "k2", time.Second); err != nil { // marks master 0's new memory
 		t.Fatal(err)
 	}
+	settle(b)                      // master 0's vote may come after the majority: b learns its memory then
 	m.fastForward(3 * time.Minute) // A's keys are gone too
 	for _, i := range []int{1, 2, 3} {
 		m.take(i, "k3", "other", time.Hour)
@@ -196,6 +198,8 @@ func TestLateExtendNeverRepairsAKeyUnlockDeleted(t *testing.T) {
 	c := r.client(WithNodeTimeout(time.Second))
 	l := mustLock(t, c, "k", time.Minute)
 	gate := make(chan struct{})
+	open := sync.OnceFunc(func() { close(gate) })
+	t.Cleanup(open) // before Close, should the test fail while it is shut
 	arrived := make(chan struct{}, 1)
 	r.clients[0].AddHook(&scriptHook{script: extendScript, before: func(context.Context) {
 		select {
@@ -216,7 +220,7 @@ func TestLateExtendNeverRepairsAKeyUnlockDeleted(t *testing.T) {
 		}
 		return true
 	})
-	close(gate)
+	open()
 	if err := <-extended; err != nil {
 		t.Logf("the late extension: %v", err) // its outcome says nothing here
 	}

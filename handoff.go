@@ -143,10 +143,18 @@ func (ho *handOffRound) on(ctx context.Context, n *node) (ballot, error) {
 	// Our own SET first: a hand-off that overtook it would find the key
 	// free and leave our late SET behind.
 	_ = l.holds[n.index].await(ctx)
-	state, receivers, mem, err := n.handOff(ctx, l.key, l.token, nl.token, ho.nttl, ho.announce, ho.guard)
+	// Not sent once the new lock gave the node up (the round was lost): it
+	// could only put there a token that would need a release.
+	state, receivers, mem, err := n.handOff(ctx, nl.holds[n.index].send, l.key, l.token, nl.token, ho.nttl, ho.announce, ho.guard)
 	nl.holds[n.index].born.Store(mem.born)
 	maxInto(&ho.heard, receivers)
-	if nl.holds[n.index].finish(err == nil && state != handOffRefused, err) {
+	switch {
+	case errors.Is(err, errNotSent):
+		// Nothing of the new token there; our own is, as before: the
+		// call's hold below tells Unlock to delete it.
+		nl.holds[n.index].finish(false, nil)
+		err = errGivenUp
+	case nl.holds[n.index].finish(err == nil && state != handOffRefused, err):
 		c.releaseNode(n, l.key, nl.token, ho.nttl)
 	}
 	replaced := err == nil && state == handOffReplaced

@@ -18,6 +18,8 @@ type node struct {
 	index  int
 	addr   string // for messages; "node[i]" when the client does not expose one
 	client redis.UniversalClient
+	pipe   *pipe                       // nil: batching is off, each request is its own command
+	known  atomic.Pointer[knownMemory] // the master's memory as last learned (guard.go)
 
 	// When the master last refused a notice (a Redis 7 ACL user without
 	// channel rights), in Unix nanoseconds: notices to it stay off for
@@ -49,9 +51,10 @@ func (n *node) refusedNotice() { n.noticesRefused.Store(time.Now().UnixNano()) }
 
 // acquire runs the acquire script: true when the key now holds token. When
 // the key is set, the node publishes announce.
-func (n *node) acquire(ctx context.Context, key, token string, ttl time.Duration, announce notice, guard bool) (ballot, error) {
+func (n *node) acquire(ctx context.Context, send func() bool, key, token string, ttl time.Duration, announce notice, guard bool) (ballot, error) {
 	announce = n.notice(announce)
-	v, err := acquireScript.Run(ctx, n.client, []string{key}, token, ttl.Milliseconds(), announce.channel, announce.message, boolArg(guard), n.marker(key)).Int64Slice()
+	k := n.known.Load()
+	v, err := n.eval(ctx, acquireScript, send, []string{key}, token, ttl.Milliseconds(), announce.channel, announce.message, boolArg(guard), n.marker(key), k.arg()).Int64Slice()
 	if err != nil {
 		return ballot{}, err
 	}
@@ -61,7 +64,22 @@ func (n *node) acquire(ctx context.Context, key, token string, ttl time.Duration
 	if v[0] == 3 {
 		n.refusedNotice()
 	}
-	return ballot{yes: v[0] == 1 || v[0] == 3, mem: memoryOf(v[1], v[2], v[3])}, nil
+	return ballot{yes: v[0] == 1 || v[0] == 3, mem: n.memory(k, v[1], v[2], v[3])}, nil
+}
+
+// eval runs script s on the master, through its pipe when batching is on.
+// send, when not nil, is asked just before the request goes out; when it
+// says no, nothing is sent and the error is errNotSent.
+func (n *node) eval(ctx context.Context, s *redis.Script, send func() bool, keys []string, args ...any) *redis.Cmd {
+	if n.pipe != nil {
+		return n.pipe.do(ctx, s, send, keys, args)
+	}
+	if send != nil && !send() {
+		cmd := redis.NewCmd(ctx)
+		cmd.SetErr(errNotSent)
+		return cmd
+	}
+	return s.Run(ctx, n.client, keys, args...)
 }
 
 // marker is the master's memory marker for a voting script about key
@@ -81,7 +99,7 @@ func boolArg(b bool) string {
 // heard it.
 func (n *node) release(ctx context.Context, key, token string, announce notice) (deleted bool, receivers int64, err error) {
 	announce = n.notice(announce)
-	v, err := releaseScript.Run(ctx, n.client, []string{key}, token, announce.channel, announce.message).Int64()
+	v, err := n.eval(ctx, releaseScript, nil, []string{key}, token, announce.channel, announce.message).Int64()
 	if err != nil {
 		return false, 0, err
 	}
@@ -102,16 +120,17 @@ const (
 // handOff sets the key to newToken for ttl if it holds oldToken or is free,
 // publishing announce; it returns the script's state and how many
 // subscribers heard the notice.
-func (n *node) handOff(ctx context.Context, key, oldToken, newToken string, ttl time.Duration, announce notice, guard bool) (state, receivers int64, mem memory, err error) {
+func (n *node) handOff(ctx context.Context, send func() bool, key, oldToken, newToken string, ttl time.Duration, announce notice, guard bool) (state, receivers int64, mem memory, err error) {
 	announce = n.notice(announce)
-	v, err := handoffScript.Run(ctx, n.client, []string{key}, oldToken, newToken, ttl.Milliseconds(), announce.channel, announce.message, boolArg(guard), n.marker(key)).Int64Slice()
+	k := n.known.Load()
+	v, err := n.eval(ctx, handoffScript, send, []string{key}, oldToken, newToken, ttl.Milliseconds(), announce.channel, announce.message, boolArg(guard), n.marker(key), k.arg()).Int64Slice()
 	if err != nil {
 		return 0, 0, memory{}, err
 	}
 	if len(v) != 5 {
 		return 0, 0, memory{}, fmt.Errorf("redlock: hand-off script returned %v", v)
 	}
-	mem = memoryOf(v[2], v[3], v[4])
+	mem = n.memory(k, v[2], v[3], v[4])
 	if v[1] < 0 {
 		n.refusedNotice()
 		return v[0], 0, mem, nil
@@ -125,14 +144,15 @@ func (n *node) handOff(ctx context.Context, key, oldToken, newToken string, ttl 
 // our key (repair; 0: unknown, no repair). Yes when the key holds our
 // token now.
 func (n *node) extend(ctx context.Context, key, token string, ttl time.Duration, guard bool, born int64) (ballot, error) {
-	v, err := extendScript.Run(ctx, n.client, []string{key}, token, ttl.Milliseconds(), boolArg(guard), n.marker(key), born).Int64Slice()
+	k := n.known.Load()
+	v, err := n.eval(ctx, extendScript, nil, []string{key}, token, ttl.Milliseconds(), boolArg(guard), n.marker(key), born, k.arg()).Int64Slice()
 	if err != nil {
 		return ballot{}, err
 	}
 	if len(v) != 4 {
 		return ballot{}, fmt.Errorf("redlock: extend script returned %v", v)
 	}
-	return ballot{yes: v[0] > 0, mem: memoryOf(v[1], v[2], v[3])}, nil
+	return ballot{yes: v[0] > 0, mem: n.memory(k, v[1], v[2], v[3])}, nil
 }
 
 // fence runs the fence script on key's counter if key holds token: with
@@ -145,7 +165,7 @@ func (n *node) fence(ctx context.Context, key, token string, raise uint64) (uint
 	if raise > 0 {
 		arg = strconv.FormatUint(raise, 10)
 	}
-	s, err := fenceScript.Run(ctx, n.client, []string{key, fenceKey(key, n.isCluster())}, token, arg).Text()
+	s, err := n.eval(ctx, fenceScript, nil, []string{key, fenceKey(key, n.isCluster())}, token, arg).Text()
 	if errors.Is(err, redis.Nil) {
 		return 0, nil // not held
 	}

@@ -32,6 +32,7 @@ type config struct {
 	retryMax    time.Duration
 	noNotices   bool          // WithoutNotices
 	guard       time.Duration // WithRestartGuard; 0: off
+	batchLimit  int           // WithBatchLimit; 1: batching off
 
 	test *testHooks // never nil
 }
@@ -43,6 +44,7 @@ func defaultConfig() config {
 		retryMin:    DefaultRetryMin,
 		retryMax:    DefaultRetryMax,
 		guard:       DefaultRestartGuard,
+		batchLimit:  DefaultBatchLimit,
 		test:        new(testHooks),
 	}
 }
@@ -143,6 +145,29 @@ func WithRestartGuard(d time.Duration) Option {
 			return fmt.Errorf("%w: restart guard %v is negative", ErrInvalidArgument, d)
 		}
 		c.guard = d
+		return nil
+	}
+}
+
+// WithBatchLimit sets how many requests one pipeline to a master carries at
+// most. Requests to a master go out together, as one pipeline, while the
+// previous batch to it is on its way; a request that finds the master idle
+// goes out at once, alone. The default is DefaultBatchLimit. n = 1 turns
+// batching off: every request is then its own command, on a connection of
+// its own from the go-redis pool, as when diagnosing a driver or a proxy
+// that mishandles pipelines. n must be at least 1.
+//
+// Batching changes no guarantee: each request keeps its own deadline, a
+// request whose attempt was given up before it went out is not sent, late
+// replies are released, requests to one master go out in the order they
+// were made, and a hung master delays no other master's requests (see
+// pipe.go for the details).
+func WithBatchLimit(n int) Option {
+	return func(c *config) error {
+		if n < 1 {
+			return fmt.Errorf("%w: batch limit %d is less than 1", ErrInvalidArgument, n)
+		}
+		c.batchLimit = n
 		return nil
 	}
 }

@@ -28,8 +28,37 @@ type scriptHook struct {
 }
 
 func (h *scriptHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+// ProcessPipelineHook does the same for a batch (pipe.go): before runs once
+// when a request of the batch matches, and after once per matching request,
+// its error replacing that request's reply alone.
 func (h *scriptHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		var matched []redis.Cmder
+		for _, cmd := range cmds {
+			if h.matches(cmd) {
+				matched = append(matched, cmd)
+			}
+		}
+		if len(matched) == 0 {
+			return next(ctx, cmds)
+		}
+		if h.before != nil {
+			h.before(ctx)
+		}
+		err := next(ctx, cmds)
+		if h.after != nil {
+			for _, cmd := range matched {
+				if cmd.Err() != nil && strings.HasPrefix(cmd.Err().Error(), "NOSCRIPT") {
+					continue
+				}
+				if lost := h.after(ctx); lost != nil {
+					cmd.SetErr(lost)
+				}
+			}
+		}
+		return err
+	}
 }
 func (h *scriptHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
@@ -177,6 +206,8 @@ func TestConcurrentExtendsNeverLeaveUntilPastTheKeys(t *testing.T) {
 	long, short := 10*time.Second, scaled(500*time.Millisecond)
 	ran := make(chan struct{}, len(r.clients))
 	gate := make(chan struct{})
+	open := sync.OnceFunc(func() { close(gate) })
+	t.Cleanup(open) // before Close, should the test fail while it is shut
 	hookAll(r.clients, &scriptHook{script: extendScript, match: ttlArg(1, long), after: func(context.Context) error {
 		ran <- struct{}{}
 		<-gate
@@ -190,7 +221,7 @@ func TestConcurrentExtendsNeverLeaveUntilPastTheKeys(t *testing.T) {
 	if err := l.Extend(bg, short); err != nil {
 		t.Fatalf("short Extend: %v", err)
 	}
-	close(gate)
+	open()
 	if err := <-longDone; err != nil {
 		t.Fatalf("long Extend: %v", err)
 	}

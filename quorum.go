@@ -94,39 +94,82 @@ func (c *Client) fanOut(ctx context.Context, op, key string, deadline time.Time,
 		}
 		pending[i] = true
 		npending++
+	}
+	// One context for the round's calls, ended by the deadline or once the
+	// last call returned (calls outlive the round).
+	nctx, calls := newRoundCtx(ctx, deadline, npending)
+	for i, nd := range c.nodes {
+		if !pending[i] {
+			continue
+		}
 		c.bg.Add(1)
 		go func() {
 			defer c.bg.Done()
-			nctx, cancel := context.WithDeadline(ctx, deadline)
 			b, err := call(nctx, nd)
-			cancel()
 			votes <- vote{node: nd.index, ballot: b, err: err, at: time.Now()}
+			calls.returned() // after the vote: nctx ends with every vote in
 		}()
 	}
 
-	timer := time.NewTimer(time.Until(deadline))
-	defer timer.Stop()
+	take := func(v vote) {
+		pending[v.node] = false
+		npending--
+		r.count(ctx, c, v)
+	}
+	// The round's context is its one deadline mechanism: it ends at the
+	// deadline, with the caller's ctx, or once every call returned (and
+	// voted).
 	for npending > 0 && !r.decidedBy(n) {
 		select {
 		case v := <-votes:
-			pending[v.node] = false
-			npending--
-			r.count(ctx, c, v)
-		case <-timer.C:
+			take(v)
+			continue
+		case <-nctx.Done():
+		}
+		select {
+		case v := <-votes: // a vote already in beats the end of the round
+			take(v)
+			continue
+		default:
+		}
+		if err := ctx.Err(); err != nil {
+			r.decided = time.Now()
+			r.failPending(c.nodes, pending, err)
+		} else {
 			r.decided = deadline
 			r.failPending(c.nodes, pending, ErrNodeTimeout)
-			npending = 0
-		case <-ctx.Done():
-			r.decided = time.Now()
-			r.failPending(c.nodes, pending, ctx.Err())
-			npending = 0
 		}
+		npending = 0
 	}
 	r.endHeld(c.nodes)
 	if r.decided.IsZero() { // every node was skipped
 		r.decided = r.start
 	}
 	return r
+}
+
+// roundCalls ends a round's context once its last call returned.
+type roundCalls struct {
+	running atomic.Int32
+	cancel  context.CancelFunc
+}
+
+// newRoundCtx returns the context of a round's n calls: ctx until deadline,
+// and until the last of them returned.
+func newRoundCtx(ctx context.Context, deadline time.Time, n int) (context.Context, *roundCalls) {
+	nctx, cancel := context.WithDeadline(ctx, deadline)
+	rc := &roundCalls{cancel: cancel}
+	rc.running.Store(int32(n))
+	if n == 0 {
+		cancel()
+	}
+	return nctx, rc
+}
+
+func (rc *roundCalls) returned() {
+	if rc.running.Add(-1) == 0 {
+		rc.cancel()
+	}
 }
 
 // count records one node's answer.

@@ -79,6 +79,11 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 		id:      uuid.NewString(),
 		closing: make(chan struct{}),
 	}
+	if cfg.batchLimit > 1 {
+		for _, n := range ns {
+			n.pipe = &pipe{client: n.client, limit: cfg.batchLimit, bg: &c.bg}
+		}
+	}
 	c.turns = newTurns[Lock](c.closing)
 	c.wk = newWaker(ns, wakerConfig{
 		id:               c.id,

@@ -14,7 +14,7 @@
 -- The notice goes through pcall: a Redis 7 ACL user without channel rights
 -- gets an error from PUBLISH after the SET ran, and a script is not rolled
 -- back, so an error there would leave a key its caller counts as failed.
-local age, longest, born = memory(ARGV[6], ARGV[2], ARGV[5])
+local age, longest, born = memory(ARGV[6], ARGV[2], ARGV[5], ARGV[7])
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   if ARGV[3] ~= '' then
     local r = redis.pcall('PUBLISH', ARGV[3], ARGV[4])

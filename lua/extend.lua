@@ -20,7 +20,7 @@
 -- deleted or that expired. It never touches a key another token holds. The Client counts a repaired master only when the restart guard
 -- does not hold it in quarantine: its memory is young, so it may have
 -- forgotten another holder's key.
-local age, longest, born = memory(ARGV[4], ARGV[2], ARGV[3])
+local age, longest, born = memory(ARGV[4], ARGV[2], ARGV[3], ARGV[6])
 local cur = redis.pcall('GET', KEYS[1])
 if cur == ARGV[1] then
   if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then

@@ -5,14 +5,14 @@
 -- key was replaced, 1 when the key was free and is now ARGV[2]'s (or already was: a
 -- re-send), 0 when another token holds it; receivers is how many
 -- subscribers heard the notice, or -1 when the server refused it (no channel
--- rights); age and longest from memory(ARGV[7], ARGV[3], ARGV[6])
+-- rights); age and longest from memory(ARGV[7], ARGV[3], ARGV[6], ARGV[8])
 -- (memory.lua).
 --
 -- Check and set run as one script, so the key is never free in between for
 -- another client to take (this is how a Client passes a lock to its own next
 -- waiter without a release and an acquisition), and a token that is not
 -- ARGV[1] is never replaced (pitfall 5).
-local age, longest, born = memory(ARGV[7], ARGV[3], ARGV[6])
+local age, longest, born = memory(ARGV[7], ARGV[3], ARGV[6], ARGV[8])
 local cur = redis.pcall('GET', KEYS[1])
 if cur == ARGV[2] then
   return {1, 0, age, longest, born}

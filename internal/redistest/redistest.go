@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -261,4 +262,26 @@ func (s *Server) WipeData() error {
 		}
 	}
 	return nil
+}
+
+// CommandCalls returns, by command name, how many calls the server behind c
+// counted (INFO commandstats): commands run inside scripts included.
+func CommandCalls(ctx context.Context, c *redis.Client) (map[string]int64, error) {
+	info, err := c.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return nil, err
+	}
+	calls := map[string]int64{}
+	for _, line := range strings.Split(info, "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_")
+		name, stats, ok2 := strings.Cut(rest, ":")
+		if !ok || !ok2 {
+			continue
+		}
+		var n int64
+		if _, err := fmt.Sscanf(stats, "calls=%d", &n); err == nil {
+			calls[name] = n
+		}
+	}
+	return calls, nil
 }

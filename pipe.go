@@ -1,0 +1,379 @@
+// Per-master auto-pipelining: the script calls queued for one master go out
+// together, as one go-redis pipeline, while the previous batch is on its way.
+
+package redlock
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// DefaultBatchLimit is how many requests one pipeline to a master carries
+// at most (WithBatchLimit).
+const DefaultBatchLimit = 128
+
+// maxStalledBatches caps the batches a master may have in flight when all
+// of them are past their requests' deadlines: a master that hangs costs at
+// most this many connections.
+const maxStalledBatches = 4
+
+// A request is one script call on its way to a master.
+type request struct {
+	// ctx carries the request's deadline and the caller's cancellation:
+	// a request whose ctx ended before its batch went out is not sent.
+	ctx    context.Context
+	script *redis.Script
+	keys   []string
+	args   []any
+	// send, when not nil, is asked just before the request goes out: false
+	// means the request is no longer wanted and is not sent (errNotSent).
+	send func() bool
+
+	cmd  *redis.Cmd    // the reply, or why there is none
+	done chan struct{} // receives once cmd is final; buffered, so requests are reused
+}
+
+// requests are reused: a request and its channel cost allocations on every
+// call to every master.
+var requests = sync.Pool{New: func() any { return &request{done: make(chan struct{}, 1)} }}
+
+// errNotSent is a request's error when its send check said no.
+var errNotSent = errors.New("redlock: request not sent: no longer wanted")
+
+// finish makes r's reply final, with err when not nil; r belongs to its
+// caller again.
+func (r *request) finish(err error) {
+	if err != nil {
+		r.cmd = redis.NewCmd(r.ctx)
+		r.cmd.SetErr(err)
+	}
+	r.done <- struct{}{}
+}
+
+// A pipe sends one master's requests. A request that finds the pipe idle
+// goes out at once, alone; those that arrive while a batch is on its way
+// queue, and go out together, in the order they came, when it returns.
+// So there is one live batch per master at a time, and no request overtakes
+// an earlier one.
+//
+// A request never waits behind a batch for more than half of the time it
+// has left when it queues: by then the batch is stalled, far slower than
+// the master answers when it is well (a hung connection, a slow reply), and
+// the queue goes out beside it, on another connection; at most
+// maxStalledBatches at once, so that a hung master costs a bounded number
+// of connections; past that, what queues can only wait, and is dropped
+// unsent at its deadline (sweepGrain later at most). Requests beside a
+// stalled batch may overtake those in it.
+// Nothing relies on the order between them: a request that must follow
+// another (a release after its SET, an Extend or a hand-off after the
+// acquisition) is made only once the other's reply is in, as without
+// batching.
+//
+// After a network error go-redis sends a pipeline again, whole, on a new
+// connection, as it sends a lone command again: the scripts are written to
+// be run twice (an acquisition finds its own token and says yes; an
+// extension or a hand-off finds the key as it left it). A release run again
+// after it deleted the key answers "not ours", and that master counts as
+// failed for its Unlock: an error that overstates, never a key left behind.
+type pipe struct {
+	client redis.UniversalClient
+	limit  int
+	bg     *sync.WaitGroup // the Client's: a sender runs only for a registered request
+
+	mu      sync.Mutex
+	queue   []*request
+	out     []*batch    // batches on their way
+	senders int         // goroutines sending batches
+	stalled int         // of which are waiting on a stalled batch
+	due     time.Time   // when the queue must go out even if a batch is still on its way; zero: no timer
+	timer   *time.Timer // fires at due
+}
+
+// A batch is the requests one sender has sent in one pipeline.
+type batch struct {
+	stalled bool // guarded by the pipe's mu
+}
+
+// do runs script s on the master through the pipe and returns its reply.
+// When the pipe is idle, the calling goroutine sends the batch itself.
+func (p *pipe) do(ctx context.Context, s *redis.Script, send func() bool, keys []string, args []any) *redis.Cmd {
+	r := requests.Get().(*request)
+	r.ctx, r.script, r.keys, r.args, r.send = ctx, s, keys, args, send
+	p.mu.Lock()
+	p.queue = append(p.queue, r)
+	start := p.mayStart()
+	if !start && p.senders > 0 {
+		p.wait(r, time.Now())
+	}
+	p.mu.Unlock()
+	if start {
+		p.serve()
+	}
+	<-r.done
+	cmd := r.cmd
+	*r = request{done: r.done}
+	requests.Put(r)
+	return cmd
+}
+
+// serve sends one batch in the calling goroutine, then leaves whatever
+// queued meanwhile to a sender goroutine: the caller's own reply is in.
+func (p *pipe) serve() {
+	if !p.sendNext() {
+		p.bg.Done()
+		return
+	}
+	p.mu.Lock()
+	more := len(p.queue) > 0
+	if !more {
+		p.senders--
+	}
+	p.mu.Unlock()
+	if more {
+		go p.run() // takes over this sender's count and registration
+		return
+	}
+	p.bg.Done()
+}
+
+// wait sets the pipe's timer so that r, queued behind a batch, goes out
+// within half of the time it has left. Called with mu held.
+func (p *pipe) wait(r *request, now time.Time) {
+	d, ok := r.ctx.Deadline()
+	if !ok {
+		return
+	}
+	p.arm(now.Add(d.Sub(now)/2), now)
+}
+
+// arm sets the pipe's timer to due unless it is set earlier already. Called
+// with mu held.
+func (p *pipe) arm(due, now time.Time) {
+	if !p.due.IsZero() && !due.Before(p.due) {
+		return
+	}
+	p.due = due
+	if p.timer == nil {
+		p.timer = time.AfterFunc(due.Sub(now), p.stall)
+	} else {
+		p.timer.Reset(due.Sub(now))
+	}
+}
+
+// sweepGrain is how late past its deadline a request queued behind stalled
+// batches, with no sender left to start, is dropped: the drops of requests
+// made close together then take one wake-up, not one each.
+const sweepGrain = time.Millisecond
+
+// mayStart reports whether a new sender must start for the queue, and
+// counts it: when every sender is waiting on a stalled batch. Called with
+// mu held.
+func (p *pipe) mayStart() bool {
+	if len(p.queue) == 0 || p.senders > p.stalled || p.senders >= maxStalledBatches {
+		return false
+	}
+	p.senders++
+	p.bg.Add(1) // a sender's own registration; the queued request's caller is registered: no Wait has returned
+	return true
+}
+
+// run sends batches until the queue is empty.
+func (p *pipe) run() {
+	defer p.bg.Done()
+	for p.sendNext() {
+	}
+}
+
+// sendNext sends the next batch; false when its sender stops: the queue was
+// empty, or it gave way to another sender (done).
+func (p *pipe) sendNext() bool {
+	b, reqs := p.take()
+	if reqs == nil {
+		return false
+	}
+	p.send(reqs)
+	return p.done(b)
+}
+
+// take removes the next batch of requests from the queue; nil, and the
+// sender stops, when it is empty.
+func (p *pipe) take() (*batch, []*request) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.queue) == 0 {
+		p.senders--
+		return nil, nil
+	}
+	n := min(len(p.queue), p.limit)
+	reqs := make([]*request, n)
+	copy(reqs, p.queue)
+	rest := copy(p.queue, p.queue[n:])
+	clear(p.queue[rest:])
+	p.queue = p.queue[:rest]
+	switch {
+	case rest == 0 && !p.due.IsZero():
+		p.due = time.Time{}
+		p.timer.Stop()
+	case rest > 0:
+		// More than a batch queued: what stays behind this one waits for
+		// it, so its time counts (stall may have cleared the timer).
+		now := time.Now()
+		for _, r := range p.queue {
+			p.wait(r, now)
+		}
+	}
+	b := &batch{}
+	p.out = append(p.out, b)
+	return b, reqs
+}
+
+// done records that b's replies are in, and reports whether its sender goes
+// on with the queue: not when b stalled and another sender took over, so
+// that batches go out one at a time again.
+func (p *pipe) done(b *batch) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.out = slices.DeleteFunc(p.out, func(o *batch) bool { return o == b })
+	if !b.stalled {
+		return true
+	}
+	p.stalled--
+	if p.senders > p.stalled+1 {
+		p.senders--
+		return false
+	}
+	return true
+}
+
+// send sends the requests still wanted as one pipeline and finishes every
+// request.
+func (p *pipe) send(reqs []*request) {
+	live := reqs[:0]
+	var latest time.Time
+	for _, r := range reqs {
+		if err := r.ctx.Err(); err != nil {
+			r.finish(err)
+			continue
+		}
+		if r.send != nil && !r.send() {
+			r.finish(errNotSent)
+			continue
+		}
+		live = append(live, r)
+		if d, ok := r.ctx.Deadline(); ok && d.After(latest) {
+			latest = d
+		}
+	}
+	if len(live) == 0 {
+		return
+	}
+	// A lone request goes with its own context, as it would unbatched. A
+	// pipeline has its own: the latest deadline of its requests, for a
+	// driver that honours deadlines (ContextTimeoutEnabled), and no
+	// caller's cancellation: one caller giving up must not fail the others.
+	ctx := context.Background()
+	if len(live) == 1 {
+		ctx = live[0].ctx
+	} else if !latest.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, latest)
+		defer cancel()
+	}
+	p.exec(ctx, live)
+}
+
+// exec runs the requests as one pipeline, and those the master did not know
+// the script of again with the script's source, then finishes them all.
+func (p *pipe) exec(ctx context.Context, reqs []*request) {
+	if len(reqs) == 1 { // a lone request: a plain command costs less
+		r := reqs[0]
+		r.cmd = r.script.Run(ctx, p.client, r.keys, r.args...)
+		r.finish(nil)
+		return
+	}
+	pl := p.client.Pipeline()
+	for _, r := range reqs {
+		r.cmd = r.script.EvalSha(ctx, pl, r.keys, r.args...)
+	}
+	_, _ = pl.Exec(ctx)
+	var again []*request
+	for _, r := range reqs {
+		if isNoScript(r.cmd.Err()) {
+			again = append(again, r)
+			continue
+		}
+		r.finish(nil)
+	}
+	if len(again) == 0 {
+		return
+	}
+	// A restarted or flushed script cache. The replies that came in order
+	// are in; these run after them, still in their own order.
+	pl = p.client.Pipeline()
+	for _, r := range again {
+		r.cmd = r.script.Eval(ctx, pl, r.keys, r.args...)
+	}
+	_, _ = pl.Exec(ctx)
+	for _, r := range again {
+		r.finish(nil)
+	}
+}
+
+// stall runs when a queued request has waited half of its time: it marks
+// the batches on their way as stalled and starts another sender for the
+// queue. It drops the queued requests whose deadline passed too, which
+// would not be sent anyway.
+func (p *pipe) stall() {
+	p.mu.Lock()
+	now := time.Now()
+	if p.due.IsZero() || now.Before(p.due) {
+		p.mu.Unlock() // the queue went out, or the timer was moved
+		return
+	}
+	p.due = time.Time{}
+	for _, b := range p.out {
+		if !b.stalled {
+			b.stalled = true
+			p.stalled++
+		}
+	}
+	var expired []*request
+	var earliest time.Time // of the deadlines still queued
+	kept := p.queue[:0]
+	for _, r := range p.queue {
+		if r.ctx.Err() != nil {
+			expired = append(expired, r)
+			continue
+		}
+		kept = append(kept, r)
+		if d, ok := r.ctx.Deadline(); ok && (earliest.IsZero() || d.Before(earliest)) {
+			earliest = d
+		}
+	}
+	clear(p.queue[len(kept):])
+	p.queue = kept
+	start := p.mayStart()
+	if !start && len(p.queue) > 0 && p.senders == p.stalled && !earliest.IsZero() {
+		// Every sender is on a stalled batch, and no more may start: what
+		// queued can only wait; wake at its first deadline to drop it.
+		p.arm(earliest.Add(sweepGrain), now)
+	}
+	// Otherwise a live sender takes the queue, and take arms the timer for
+	// what it leaves.
+	p.mu.Unlock()
+	for _, r := range expired {
+		r.finish(r.ctx.Err())
+	}
+	if start {
+		go p.run()
+	}
+}
+
+func isNoScript(err error) bool {
+	return err != nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT"))
+}
