@@ -4,7 +4,7 @@ GOLANGCI_LINT_VERSION := v2.15.0
 GOBIN := $(shell go env GOPATH)/bin
 GOLANGCI_LINT := $(GOBIN)/golangci-lint
 
-.PHONY: test check deps lint race fuzz mutants bench demo compose-smoke chaos-soak
+.PHONY: test check deps lint race fuzz mutants bench bench-peers demo compose-smoke chaos-soak
 
 ## test: formatting, vet, lint, every test with the race detector (needs redis-server; installed when missing), fuzzing, mutants
 test: check race fuzz mutants
@@ -12,6 +12,7 @@ test: check race fuzz mutants
 check: lint deps
 	@unformatted=$$(gofmt -l .); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	go vet ./...
+	cd bench/peers && go vet .
 
 ## deps: go.mod/go.sum tidy, a consumer's module graph lean, govulncheck (skipped where its database is unreachable)
 deps:
@@ -52,6 +53,11 @@ chaos-soak:
 bench:
 	scripts/ensure-redis.sh
 	go test -run '^$$' -bench . -benchmem -count 6 .
+
+## bench-peers: redlock beside redsync, a bare majority lock and bsm/redislock, in one process (a nested module)
+bench-peers:
+	scripts/ensure-redis.sh
+	cd bench/peers && go test -run '^$$' -bench . -benchmem -count 6 .
 
 demo:
 	go run ./cmd/redlock-demo

@@ -3,13 +3,16 @@ package redlock
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redlock-go/redlock/internal/chaos"
 	"github.com/redlock-go/redlock/internal/redistest"
 )
 
@@ -55,22 +58,26 @@ func benchLockUnlock(b *testing.B, nodes []redis.UniversalClient, heal func(), o
 	_ = c.Close()
 }
 
-func benchClients(servers []*redistest.Server) []redis.UniversalClient {
+// benchClients returns a client per server, with each master's memory
+// established (the restart guard holds back a master younger than another
+// by more than a second, as a benchmark's fresh servers can be).
+func benchClients(b *testing.B, servers []*redistest.Server) []redis.UniversalClient {
 	cs := make([]redis.UniversalClient, len(servers))
 	for i, s := range servers {
 		cs[i] = s.Client(nil)
 	}
+	ageMemory(b, cs, establishedAge)
 	return cs
 }
 
 // BenchmarkSingleNode: TryLock+Unlock on one master (baseline).
 func BenchmarkSingleNode(b *testing.B) {
-	benchLockUnlock(b, benchClients(redistest.StartN(b, 1)), nil)
+	benchLockUnlock(b, benchClients(b, redistest.StartN(b, 1)), nil)
 }
 
 // BenchmarkFiveNodes: TryLock+Unlock, uncontended, on five masters.
 func BenchmarkFiveNodes(b *testing.B) {
-	benchLockUnlock(b, benchClients(redistest.StartN(b, 5)), nil)
+	benchLockUnlock(b, benchClients(b, redistest.StartN(b, 5)), nil)
 }
 
 // BenchmarkFiveNodesOnePaused: the same with one master SIGSTOPped for the
@@ -78,9 +85,25 @@ func BenchmarkFiveNodes(b *testing.B) {
 // waiting for every node would make each operation take the node timeout.
 func BenchmarkFiveNodesOnePaused(b *testing.B) {
 	servers := redistest.StartN(b, 5)
-	clients := benchClients(servers)
+	clients := benchClients(b, servers)
 	servers[4].Pause()
 	benchLockUnlock(b, clients, servers[4].Resume, WithNodeTimeout(50*time.Millisecond))
+}
+
+// BenchmarkFiveNodesOneSlow: the same with one master 2 ms away (a proxy
+// that delays its replies): the majority is the four others, so it should
+// cost nothing measurable.
+func BenchmarkFiveNodesOneSlow(b *testing.B) {
+	servers := redistest.StartN(b, 5)
+	clients := benchClients(b, servers)
+	p, err := chaos.NewProxy("127.0.0.1:0", servers[4].Addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Stop()
+	p.Latency(2 * time.Millisecond)
+	clients[4] = redis.NewClient(&redis.Options{Addr: p.Addr()})
+	benchLockUnlock(b, clients, nil)
 }
 
 // withoutWaitShortcuts turns off the local FIFO, the hand-off and the
@@ -136,7 +159,7 @@ func BenchmarkContended(b *testing.B) {
 func benchContended(b *testing.B, servers []*redistest.Server, shared bool, opts ...Option) {
 	const workers = 8
 	const hold = time.Millisecond
-	clients := benchClients(servers)
+	clients := benchClients(b, servers)
 	cmds := countCommands(clients)
 	admins := make([]*redis.Client, len(servers))
 	for i, s := range servers {
@@ -167,7 +190,7 @@ func benchContended(b *testing.B, servers []*redistest.Server, shared bool, opts
 	var waits []time.Duration
 	last, same, total := -1, 0, 0
 	var wg sync.WaitGroup
-	subs0, cmds0 := subs(), cmds()
+	subs0, cmds0, srv0 := subs(), cmds(), serverCommands(b, admins)
 	b.ResetTimer()
 	for w := range workers {
 		wg.Add(1)
@@ -206,8 +229,80 @@ func benchContended(b *testing.B, servers []*redistest.Server, shared bool, opts
 		settle(c)
 	}
 	sent := int64(cmds()-cmds0) + subs() - subs0
+	srv := serverCommands(b, admins) - srv0
 	slices.Sort(waits)
 	b.ReportMetric(float64(sent)/float64(total), "cmds/acq")
+	b.ReportMetric(float64(srv)/float64(total), "srv-cmds/acq")
 	b.ReportMetric(float64(waits[len(waits)*99/100].Microseconds())/1000, "p99-wait-ms")
 	b.ReportMetric(100*float64(same)/float64(total), "same-worker-%")
+}
+
+// serverCommands is how many commands the servers ran, counting those run
+// inside scripts (INFO commandstats), less the INFO calls that read it.
+func serverCommands(tb testing.TB, admins []*redis.Client) int64 {
+	tb.Helper()
+	var n int64
+	for _, a := range admins {
+		calls, err := redistest.CommandCalls(bg, a)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		for name, c := range calls {
+			if name != "info" {
+				n += c
+			}
+		}
+	}
+	return n
+}
+
+// BenchmarkParallel: TryLock+Unlock from 64 goroutines on distinct keys, on
+// one master (the baseline) and on five. Custom metric: server commands per
+// pair, counting those run inside scripts.
+func BenchmarkParallel(b *testing.B) {
+	servers := redistest.StartN(b, 5)
+	for _, n := range []int{1, 5} {
+		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
+			benchParallel(b, servers[:n])
+		})
+	}
+}
+
+func benchParallel(b *testing.B, servers []*redistest.Server, opts ...Option) {
+	c, err := New(benchClients(b, servers), opts...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	admins := make([]*redis.Client, len(servers))
+	for i, s := range servers {
+		admins[i] = s.Client(nil)
+	}
+	var next atomic.Int64
+	srv0 := serverCommands(b, admins)
+	b.ReportAllocs()
+	b.SetParallelism(64 / runtime.GOMAXPROCS(0))
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		key := fmt.Sprintf("parallel:%d", next.Add(1))
+		for pb.Next() {
+			l, err := c.TryLock(bg, key, 10*time.Second)
+			for errors.Is(err, ErrNotObtained) {
+				// Unlock returns at the majority: its last delete can
+				// still be on its way.
+				l, err = c.TryLock(bg, key, 10*time.Second)
+			}
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			if err := l.Unlock(bg); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.StopTimer()
+	settle(c)
+	b.ReportMetric(float64(serverCommands(b, admins)-srv0)/float64(b.N), "srv-cmds/op")
 }

@@ -1,0 +1,21 @@
+module github.com/redlock-go/redlock/bench/peers
+
+go 1.26.0
+
+replace github.com/redlock-go/redlock => ../..
+
+require (
+	github.com/bsm/redislock v0.9.4
+	github.com/go-redsync/redsync/v4 v4.18.1
+	github.com/google/uuid v1.6.0
+	github.com/redis/go-redis/v9 v9.23.0
+	github.com/redlock-go/redlock v0.0.0-00010101000000-000000000000
+)
+
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/hashicorp/errwrap v1.0.0 // indirect
+	github.com/hashicorp/go-multierror v1.1.1 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+)

@@ -1,0 +1,380 @@
+// Package peers runs redlock side by side with its peers, in one process,
+// on the same real redis-server masters: go-redsync/redsync and a bare
+// majority lock (the floor) on five masters, and bsm/redislock on one
+// master (the single-node baseline every ratio is read against). It is a
+// module of its own, so that the peers never enter redlock's module graph.
+//
+//	cd bench/peers && go test -run '^$' -bench . -benchmem -count 6 | tee new.txt
+//	benchstat old.txt new.txt
+//
+// Read ratios within one run: ns/op of the baseline over ns/op of the
+// subject is the subject's throughput as a multiple of the baseline's.
+package peers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/bsm/redislock"
+	"github.com/go-redsync/redsync/v4"
+	rsredis "github.com/go-redsync/redsync/v4/redis"
+	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/internal/redistest"
+)
+
+const ttl = 10 * time.Second
+
+var bg = context.Background()
+
+// A locker is one lock implementation over a set of masters: try makes one
+// attempt, wait waits for the lock; both return the release.
+type locker interface {
+	try(ctx context.Context, key string) (release func() error, err error)
+	wait(ctx context.Context, key string) (release func() error, err error)
+	close()
+}
+
+// An impl makes lockers over the given masters; each locker is one
+// process's worth (its own go-redis clients when the benchmark asks for
+// them).
+type impl struct {
+	name  string
+	nodes int // how many masters it uses
+	make  func(clients []redis.UniversalClient) locker
+}
+
+var impls = []impl{
+	{"bsm-1-node", 1, newBSM},
+	{"floor", 5, newFloor},
+	{"redsync", 5, newRedsync},
+	{"redlock", 5, newRedlock},
+}
+
+// Every benchmark gets five fresh masters.
+func masters(b *testing.B) []*redistest.Server { return redistest.StartN(b, 5) }
+
+func clients(servers []*redistest.Server) []redis.UniversalClient {
+	cs := make([]redis.UniversalClient, len(servers))
+	for i, s := range servers {
+		cs[i] = s.Client(nil)
+	}
+	return cs
+}
+
+// BenchmarkParallel: lock+unlock from 64 goroutines on distinct keys, one
+// locker shared by all. Throughput as a multiple of bsm-1-node's is
+// ns/op(bsm-1-node) / ns/op(x).
+func BenchmarkParallel(b *testing.B) {
+	for _, im := range impls {
+		b.Run(im.name, func(b *testing.B) {
+			servers := masters(b)[:im.nodes]
+			lk := im.make(clients(servers))
+			defer lk.close()
+			srv := serverCommands(b, servers)
+			var next atomic.Int64
+			b.ReportAllocs()
+			b.SetParallelism(64 / runtime.GOMAXPROCS(0))
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				key := fmt.Sprintf("parallel:%d", next.Add(1))
+				for pb.Next() {
+					if err := pair(lk, key); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.StopTimer()
+			b.ReportMetric(float64(srv())/float64(b.N), "srv-cmds/op")
+		})
+	}
+}
+
+// pair takes key and releases it; an attempt refused because the previous
+// release's last deletes are still on their way is tried again.
+func pair(lk locker, key string) error {
+	for {
+		release, err := lk.try(bg, key)
+		if errors.Is(err, errNotObtained) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		return release()
+	}
+}
+
+var errNotObtained = errors.New("not obtained")
+
+// BenchmarkUncontended: one goroutine, lock+unlock in a loop. Custom
+// metric: the median pair, in µs.
+func BenchmarkUncontended(b *testing.B) {
+	for _, im := range impls {
+		b.Run(im.name, func(b *testing.B) {
+			lk := im.make(clients(masters(b)[:im.nodes]))
+			defer lk.close()
+			var took []time.Duration
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				start := time.Now()
+				if err := pair(lk, "uncontended"); err != nil {
+					b.Fatal(err)
+				}
+				took = append(took, time.Since(start))
+			}
+			b.StopTimer()
+			slices.Sort(took)
+			b.ReportMetric(float64(took[len(took)/2].Nanoseconds())/1000, "p50-µs")
+		})
+	}
+}
+
+// BenchmarkContended: 8 workers, each its own locker with its own go-redis
+// clients (8 processes), take one key in turn and hold it 1 ms, until b.N
+// acquisitions in all. ns/op is the time per acquisition. Custom metrics:
+// the p99 wait for the lock, and server commands per acquisition counting
+// those run inside scripts.
+func BenchmarkContended(b *testing.B) {
+	for _, im := range impls {
+		if im.name == "floor" {
+			continue // it does not wait
+		}
+		b.Run(im.name, func(b *testing.B) {
+			servers := masters(b)[:im.nodes]
+			const workers = 8
+			lks := make([]locker, workers)
+			for i := range lks {
+				lks[i] = im.make(clients(servers))
+				defer lks[i].close()
+			}
+			srv := serverCommands(b, servers)
+			var (
+				mu    sync.Mutex
+				waits []time.Duration
+				total int
+				wg    sync.WaitGroup
+			)
+			b.ResetTimer()
+			for w := range workers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for {
+						start := time.Now()
+						release, err := lks[w].wait(bg, "contended")
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						mu.Lock()
+						done := total >= b.N
+						if !done {
+							total++
+							waits = append(waits, time.Since(start))
+						}
+						mu.Unlock()
+						time.Sleep(time.Millisecond) // the critical section
+						_ = release()
+						if done {
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			b.StopTimer()
+			slices.Sort(waits)
+			b.ReportMetric(float64(waits[len(waits)*99/100].Microseconds())/1000, "p99-wait-ms")
+			b.ReportMetric(float64(srv())/float64(total), "srv-cmds/acq")
+		})
+	}
+}
+
+// serverCommands returns a function that counts the commands the servers
+// ran since, counting those inside scripts (INFO commandstats), less the
+// INFO calls that read them.
+func serverCommands(b *testing.B, servers []*redistest.Server) func() int64 {
+	admins := make([]*redis.Client, len(servers))
+	for i, s := range servers {
+		admins[i] = s.Client(nil)
+	}
+	count := func() int64 {
+		var n int64
+		for _, a := range admins {
+			calls, err := redistest.CommandCalls(bg, a)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for name, c := range calls {
+				if name != "info" {
+					n += c
+				}
+			}
+		}
+		return n
+	}
+	start := count()
+	return func() int64 { return count() - start }
+}
+
+// redlock, as shipped.
+type redlockLocker struct{ c *redlock.Client }
+
+func newRedlock(clients []redis.UniversalClient) locker {
+	c, err := redlock.New(clients)
+	if err != nil {
+		panic(err)
+	}
+	return redlockLocker{c}
+}
+
+func (r redlockLocker) try(ctx context.Context, key string) (func() error, error) {
+	l, err := r.c.TryLock(ctx, key, ttl)
+	if errors.Is(err, redlock.ErrNotObtained) {
+		return nil, errNotObtained
+	}
+	if err != nil {
+		return nil, err
+	}
+	return func() error { return l.Unlock(bg) }, nil
+}
+
+func (r redlockLocker) wait(ctx context.Context, key string) (func() error, error) {
+	l, err := r.c.Lock(ctx, key, ttl)
+	if err != nil {
+		return nil, err
+	}
+	return func() error { return l.Unlock(bg) }, nil
+}
+
+func (r redlockLocker) close() { _ = r.c.Close() }
+
+// redsync with its defaults (retry every 50–250 ms, 32 tries), but enough
+// tries to wait out 7 other workers.
+type redsyncLocker struct{ rs *redsync.Redsync }
+
+func newRedsync(clients []redis.UniversalClient) locker {
+	pools := make([]rsredis.Pool, len(clients))
+	for i, c := range clients {
+		pools[i] = goredis.NewPool(c)
+	}
+	return redsyncLocker{redsync.New(pools...)}
+}
+
+func (r redsyncLocker) try(ctx context.Context, key string) (func() error, error) {
+	m := r.rs.NewMutex(key, redsync.WithExpiry(ttl), redsync.WithTries(1))
+	if err := m.TryLockContext(ctx); err != nil {
+		var taken *redsync.ErrTaken
+		if errors.Is(err, redsync.ErrFailed) || errors.As(err, &taken) {
+			return nil, errNotObtained
+		}
+		return nil, err
+	}
+	return func() error { _, err := m.UnlockContext(bg); return err }, nil
+}
+
+func (r redsyncLocker) wait(ctx context.Context, key string) (func() error, error) {
+	m := r.rs.NewMutex(key, redsync.WithExpiry(ttl), redsync.WithTries(1<<20))
+	if err := m.LockContext(ctx); err != nil {
+		return nil, err
+	}
+	return func() error { _, err := m.UnlockContext(bg); return err }, nil
+}
+
+func (r redsyncLocker) close() {}
+
+// bsm/redislock on one master; waiting polls every millisecond (it has no
+// retry by default).
+type bsmLocker struct{ c *redislock.Client }
+
+func newBSM(clients []redis.UniversalClient) locker { return bsmLocker{redislock.New(clients[0])} }
+
+func (r bsmLocker) try(ctx context.Context, key string) (func() error, error) {
+	l, err := r.c.Obtain(ctx, key, ttl, nil)
+	if errors.Is(err, redislock.ErrNotObtained) {
+		return nil, errNotObtained
+	}
+	if err != nil {
+		return nil, err
+	}
+	return func() error { return l.Release(bg) }, nil
+}
+
+func (r bsmLocker) wait(ctx context.Context, key string) (func() error, error) {
+	l, err := r.c.Obtain(ctx, key, ttl, &redislock.Options{RetryStrategy: redislock.LinearBackoff(time.Millisecond)})
+	if err != nil {
+		return nil, err
+	}
+	return func() error { return l.Release(bg) }, nil
+}
+
+func (r bsmLocker) close() {}
+
+// floor is the least a majority lock can do: one parallel round per
+// operation, returning at the majority: SET NX PX to take, a
+// compare-and-delete script to release, no waiting.
+type floor struct {
+	clients []redis.UniversalClient
+	quorum  int
+}
+
+func newFloor(clients []redis.UniversalClient) locker {
+	return &floor{clients: clients, quorum: len(clients)/2 + 1}
+}
+
+var floorRelease = redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
+
+// round runs op on every master in parallel and reports whether a majority
+// said yes, as soon as that is known.
+func (f *floor) round(op func(c redis.UniversalClient) bool) bool {
+	votes := make(chan bool, len(f.clients))
+	for _, c := range f.clients {
+		go func() { votes <- op(c) }()
+	}
+	yes, no := 0, 0
+	for yes < f.quorum && no <= len(f.clients)-f.quorum {
+		if <-votes {
+			yes++
+		} else {
+			no++
+		}
+	}
+	return yes >= f.quorum
+}
+
+func (f *floor) try(ctx context.Context, key string) (func() error, error) {
+	token := uuid.NewString()
+	release := func() error {
+		f.round(func(c redis.UniversalClient) bool {
+			return floorRelease.Run(bg, c, []string{key}, token).Err() == nil
+		})
+		return nil
+	}
+	if f.round(func(c redis.UniversalClient) bool {
+		ok, err := c.SetNX(ctx, key, token, ttl).Result()
+		return err == nil && ok
+	}) {
+		return release, nil
+	}
+	_ = release()
+	return nil, errNotObtained
+}
+
+func (f *floor) wait(ctx context.Context, key string) (func() error, error) {
+	return nil, errors.New("floor: no waiting")
+}
+
+func (f *floor) close() {}
