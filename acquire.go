@@ -29,11 +29,11 @@ func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration, age
 
 	announce := c.announce(acquiredNotice, key, l.token, age)
 	start := time.Now()
-	guard := c.guard(ttl) > 0
+	args := newRoundArgs(key, l.token, ttl, announce, c.guard(ttl) > 0)
 	r := c.fanOut(ctx, "lock", key, c.deadline(start, ttl), nil, ttl, func(ctx context.Context, n *node) (ballot, error) {
 		// Not sent once the lock gave the node up: when this goroutine
 		// starts late, or the request queued, after the round was lost.
-		b, err := n.acquire(ctx, l.holds[n.index].send, key, l.token, ttl, announce, guard)
+		b, err := n.acquire(ctx, l.holds[n.index], args)
 		if errors.Is(err, errNotSent) {
 			l.holds[n.index].finish(false, nil)
 			return ballot{}, errGivenUp
@@ -86,7 +86,7 @@ func (c *Client) releaseNode(n *node, key, token string, ttl time.Duration) {
 		defer c.bg.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), c.nodeTimeout(ttl))
 		defer cancel()
-		_, _, _ = n.release(ctx, key, token, notice{})
+		_, _, _ = n.release(ctx, newRoundArgs(key, token, 0, notice{}, false))
 	}()
 }
 

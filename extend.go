@@ -58,13 +58,13 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if until.Before(deadline) {
 		deadline = until // a majority after the validity ended is too late
 	}
-	guard := c.guard(ttl) > 0
+	args := newRoundArgs(l.key, l.token, ttl, notice{}, c.guard(ttl) > 0)
 	r := c.fanOut(ctx, "extend", l.key, deadline, l.refusedNodes(), ttl, func(ctx context.Context, n *node) (ballot, error) {
 		if err := l.holds[n.index].await(ctx); err != nil {
 			return ballot{}, refusalAsVote(err)
 		}
 		h := l.holds[n.index]
-		b, err := n.extend(ctx, l.key, l.token, ttl, guard, h.born.Load())
+		b, err := n.extend(ctx, args, h.born.Load())
 		if err == nil && b.yes {
 			h.born.Store(b.mem.born) // a later repair is for a later loss only
 		}

@@ -69,16 +69,21 @@ type memory struct {
 // age, so it is late by the reply's way back: the age counted from it is a
 // little young, never old, which errs on the guard's side.
 type knownMemory struct {
-	born  int64
-	since time.Time
+	born    int64
+	since   time.Time
+	bornArg any // born, boxed once for the scripts
+}
+
+func newKnownMemory(born int64, since time.Time) *knownMemory {
+	return &knownMemory{born: born, since: since, bornArg: born}
 }
 
 // arg is what a script is told the Client knows: born, or 0 for nothing.
-func (k *knownMemory) arg() int64 {
+func (k *knownMemory) arg() any {
 	if k == nil {
-		return 0
+		return int64(0)
 	}
-	return k.born
+	return k.bornArg
 }
 
 // memory reads a voting script's report (age, longest, born) of n's memory,
@@ -96,7 +101,7 @@ func (n *node) memory(k *knownMemory, age, longest, born int64) memory {
 	default:
 		m.age = time.Duration(age) * time.Millisecond
 		if k == nil || k.born != born {
-			n.known.Store(&knownMemory{born: born, since: time.Now().Add(-m.age)})
+			n.known.Store(newKnownMemory(born, time.Now().Add(-m.age)))
 		}
 	}
 	return m

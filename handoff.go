@@ -96,11 +96,11 @@ func (l *Lock) handOff(ctx context.Context, next *turnWaiter[Lock], ttl time.Dur
 			replaced: make([]bool, len(c.nodes)),
 			budget:   time.Now().Add(c.nodeTimeout(ttl)),
 		},
-		announce: c.announce(acquiredNotice, l.key, nl.token, 0),
 	}
+	ho.args = newRoundArgs(l.key, l.token, nttl, c.announce(acquiredNotice, l.key, nl.token, 0), c.guard(nttl) > 0)
+	ho.args.newToken = nl.token
 	own := c.wk.listening(l.key)
 	start := time.Now()
-	ho.guard = c.guard(nttl) > 0
 	r := c.fanOut(context.WithoutCancel(ctx), "hand-off", l.key, c.deadline(start, nttl), nil, nttl, ho.on)
 	if ho.heard.Load() > own {
 		c.wk.othersListen(l.key, false)
@@ -126,13 +126,12 @@ type handOffResult struct {
 
 // A handOffRound is a hand-off in flight: our lock l passing to nl.
 type handOffRound struct {
-	l, nl    *Lock
-	ttl      time.Duration // l's, to release its token
-	nttl     time.Duration // nl's: the calls may outlive the round, never read nl.ttl there
-	calls    *handOffCalls
-	announce notice
-	guard    bool         // the restart guard is on: the script reports memory
-	heard    atomic.Int64 // the most subscribers an acquired notice reached
+	l, nl *Lock
+	ttl   time.Duration // l's, to release its token
+	nttl  time.Duration // nl's: the calls may outlive the round, never read nl.ttl there
+	calls *handOffCalls
+	args  *roundArgs   // the script's: our token, nl's, nttl, the notice, the guard
+	heard atomic.Int64 // the most subscribers an acquired notice reached
 }
 
 // on runs the hand-off script on node n. Only a node that held our token
@@ -145,7 +144,7 @@ func (ho *handOffRound) on(ctx context.Context, n *node) (ballot, error) {
 	_ = l.holds[n.index].await(ctx)
 	// Not sent once the new lock gave the node up (the round was lost): it
 	// could only put there a token that would need a release.
-	state, receivers, mem, err := n.handOff(ctx, nl.holds[n.index].send, l.key, l.token, nl.token, ho.nttl, ho.announce, ho.guard)
+	state, receivers, mem, err := n.handOff(ctx, nl.holds[n.index], ho.args)
 	nl.holds[n.index].born.Store(mem.born)
 	maxInto(&ho.heard, receivers)
 	switch {

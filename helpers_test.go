@@ -200,7 +200,7 @@ func (m *minis) fastForward(d time.Duration) {
 	for _, c := range m.made {
 		for _, n := range c.nodes {
 			if k := n.known.Load(); k != nil {
-				n.known.Store(&knownMemory{born: k.born, since: k.since.Add(-d)})
+				n.known.Store(newKnownMemory(k.born, k.since.Add(-d)))
 			}
 		}
 	}
@@ -493,7 +493,7 @@ type batchHold struct {
 	once    sync.Once
 }
 
-func newBatchHold(script *redis.Script, n int) *batchHold {
+func newBatchHold(script *luaScript, n int) *batchHold {
 	h := &batchHold{holding: make(chan struct{}, 64), release: make(chan struct{})}
 	if script != nil {
 		h.filter = &scriptHook{script: script}

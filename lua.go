@@ -17,21 +17,67 @@ var (
 
 	//go:embed lua/acquire.lua
 	acquireLua    string
-	acquireScript = redis.NewScript(memoryLua + acquireLua)
+	acquireScript = newLuaScript(memoryLua + acquireLua)
 
 	//go:embed lua/release.lua
 	releaseLua    string
-	releaseScript = redis.NewScript(releaseLua)
+	releaseScript = newLuaScript(releaseLua)
 
 	//go:embed lua/handoff.lua
 	handoffLua    string
-	handoffScript = redis.NewScript(memoryLua + handoffLua)
+	handoffScript = newLuaScript(memoryLua + handoffLua)
 
 	//go:embed lua/extend.lua
 	extendLua    string
-	extendScript = redis.NewScript(memoryLua + extendLua)
+	extendScript = newLuaScript(memoryLua + extendLua)
 
 	//go:embed lua/fence.lua
 	fenceLua    string
-	fenceScript = redis.NewScript(fenceLua)
+	fenceScript = newLuaScript(fenceLua)
 )
+
+// A luaScript is one of the scripts, with its SHA1 and its source boxed
+// once: the commands that run it are built by the library (see evalsha),
+// and boxing a string for every call is an allocation each time.
+type luaScript struct {
+	*redis.Script
+	sha, src any
+}
+
+// scriptsBySHA finds a script's source from its SHA1, for EVAL after a
+// master answered NOSCRIPT (restarted, or its script cache flushed).
+var scriptsBySHA = map[string]*luaScript{}
+
+func newLuaScript(src string) *luaScript {
+	s := &luaScript{Script: redis.NewScript(src), src: src}
+	s.sha = s.Hash()
+	scriptsBySHA[s.Hash()] = s
+	return s
+}
+
+// evalsha returns the command's arguments that run s on keys with argv:
+// EVALSHA sha numkeys keys... argv..., what go-redis's Script.Run sends.
+// keys and argv come boxed: the caller boxes what every master of a round
+// shares once for all of them.
+func (s *luaScript) evalsha(nkeys int, keysAndArgv ...any) []any {
+	args := make([]any, 3, 3+len(keysAndArgv))
+	args[0], args[1], args[2] = "evalsha", s.sha, nkeys
+	return append(args, keysAndArgv...)
+}
+
+// asEval returns the arguments of EVALSHA command args as EVAL with the
+// script's source, or nil when args are not a call of one of our scripts.
+func asEval(args []any) []any {
+	if len(args) < 3 || args[0] != "evalsha" {
+		return nil
+	}
+	sha, _ := args[1].(string)
+	s := scriptsBySHA[sha]
+	if s == nil {
+		return nil
+	}
+	eval := make([]any, len(args))
+	copy(eval, args)
+	eval[0], eval[1] = "eval", s.src
+	return eval
+}

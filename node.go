@@ -49,17 +49,16 @@ func (n *node) refusesNotices() bool {
 // refusedNotice records that n refused a notice.
 func (n *node) refusedNotice() { n.noticesRefused.Store(time.Now().UnixNano()) }
 
-// acquire runs the acquire script: true when the key now holds token. When
-// the key is set, the node publishes announce.
-func (n *node) acquire(ctx context.Context, send func() bool, key, token string, ttl time.Duration, announce notice, guard bool) (ballot, error) {
-	announce = n.notice(announce)
+// acquire runs the acquire script for a.key, a.token and a.ttl: true when
+// the key now holds the token. When the key is set, the node publishes
+// a's notice.
+func (n *node) acquire(ctx context.Context, send sendCheck, a *roundArgs) (ballot, error) {
 	k := n.known.Load()
-	v, err := n.eval(ctx, acquireScript, send, []string{key}, token, ttl.Milliseconds(), announce.channel, announce.message, boolArg(guard), n.marker(key), k.arg()).Int64Slice()
+	ch, msg := n.noticeArgs(a)
+	var v [4]int64
+	err := replyInts(n.eval(ctx, send, acquireScript.evalsha(1, a.keyArg, a.token, a.ttl, ch, msg, a.guard, n.markerArg(a.key), k.arg())), v[:], "acquire")
 	if err != nil {
 		return ballot{}, err
-	}
-	if len(v) != 4 {
-		return ballot{}, fmt.Errorf("redlock: acquire script returned %v", v)
 	}
 	if v[0] == 3 {
 		n.refusedNotice()
@@ -67,24 +66,95 @@ func (n *node) acquire(ctx context.Context, send func() bool, key, token string,
 	return ballot{yes: v[0] == 1 || v[0] == 3, mem: n.memory(k, v[1], v[2], v[3])}, nil
 }
 
-// eval runs script s on the master, through its pipe when batching is on.
-// send, when not nil, is asked just before the request goes out; when it
-// says no, nothing is sent and the error is errNotSent.
-func (n *node) eval(ctx context.Context, s *redis.Script, send func() bool, keys []string, args ...any) *redis.Cmd {
+// eval runs a script command (evalsha's arguments) on the master, through
+// its pipe when batching is on. send, when not nil, is asked just before
+// the request goes out; when it says no, nothing is sent and the error is
+// errNotSent.
+func (n *node) eval(ctx context.Context, send sendCheck, args []any) *redis.Cmd {
 	if n.pipe != nil {
-		return n.pipe.do(ctx, s, send, keys, args)
+		return n.pipe.do(ctx, send, args)
 	}
-	if send != nil && !send() {
+	if send != nil && !send.send() {
 		cmd := redis.NewCmd(ctx)
 		cmd.SetErr(errNotSent)
 		return cmd
 	}
-	return s.Run(ctx, n.client, keys, args...)
+	return runScript(ctx, n.client, args)
 }
 
-// marker is the master's memory marker for a voting script about key
-// (guard.go).
-func (n *node) marker(key string) string { return markerKey(key, n.isCluster()) }
+// runScript sends a script command alone, and again as EVAL when the
+// master does not know the script (NOSCRIPT), as go-redis's Script.Run
+// does.
+func runScript(ctx context.Context, c redis.UniversalClient, args []any) *redis.Cmd {
+	cmd := redis.NewCmd(ctx, args...)
+	_ = c.Process(ctx, cmd)
+	if isNoScript(cmd.Err()) {
+		if eval := asEval(args); eval != nil {
+			cmd = redis.NewCmd(ctx, eval...)
+			_ = c.Process(ctx, cmd)
+		}
+	}
+	return cmd
+}
+
+// replyInts reads a script's reply, an array of len(v) integers, into v.
+func replyInts(cmd *redis.Cmd, v []int64, script string) error {
+	vals, err := cmd.Slice()
+	if err != nil {
+		return err
+	}
+	if len(vals) != len(v) {
+		return fmt.Errorf("redlock: %s script returned %v", script, vals)
+	}
+	for i, x := range vals {
+		n, ok := x.(int64)
+		if !ok {
+			return fmt.Errorf("redlock: %s script returned %v", script, vals)
+		}
+		v[i] = n
+	}
+	return nil
+}
+
+// A roundArgs holds the script arguments that every master of a round
+// shares, boxed once for the round: go-redis takes arguments as values of
+// type any, and boxing a string or a large number for each master's call
+// is an allocation each.
+type roundArgs struct {
+	key              string
+	keyArg, token    any
+	ttl              any // in milliseconds
+	channel, message any // the notice
+	guard            any // "1" when the restart guard is on
+	newToken         any // the hand-off's
+}
+
+func newRoundArgs(key, token string, ttl time.Duration, announce notice, guard bool) *roundArgs {
+	return &roundArgs{
+		key: key, keyArg: key, token: token, ttl: ttl.Milliseconds(),
+		channel: announce.channel, message: announce.message, guard: boolArg(guard),
+	}
+}
+
+// noticeArgs returns a's notice, or none while n refuses notices.
+func (n *node) noticeArgs(a *roundArgs) (channel, message any) {
+	if n.refusesNotices() {
+		return "", ""
+	}
+	return a.channel, a.message
+}
+
+// plainMarker is markerKey's answer for a plain master, boxed once.
+var plainMarker any = markerKey("", false)
+
+// markerArg is the master's memory marker for a voting script about key
+// (guard.go), as a script argument.
+func (n *node) markerArg(key string) any {
+	if !n.isCluster() {
+		return plainMarker
+	}
+	return markerKey(key, true)
+}
 
 // boolArg is a script's boolean argument.
 func boolArg(b bool) string {
@@ -94,12 +164,12 @@ func boolArg(b bool) string {
 	return "0"
 }
 
-// release deletes the key if it holds token: true when it did. When it
-// does, the node publishes announce; receivers is how many subscribers
+// release deletes a.key if it holds a.token: true when it did. When it
+// does, the node publishes a's notice; receivers is how many subscribers
 // heard it.
-func (n *node) release(ctx context.Context, key, token string, announce notice) (deleted bool, receivers int64, err error) {
-	announce = n.notice(announce)
-	v, err := n.eval(ctx, releaseScript, nil, []string{key}, token, announce.channel, announce.message).Int64()
+func (n *node) release(ctx context.Context, a *roundArgs) (deleted bool, receivers int64, err error) {
+	ch, msg := n.noticeArgs(a)
+	v, err := n.eval(ctx, nil, releaseScript.evalsha(1, a.keyArg, a.token, ch, msg)).Int64()
 	if err != nil {
 		return false, 0, err
 	}
@@ -117,18 +187,16 @@ const (
 	handOffReplaced = 2 // the old token's key is now the new token's
 )
 
-// handOff sets the key to newToken for ttl if it holds oldToken or is free,
-// publishing announce; it returns the script's state and how many
+// handOff sets a.key to a.newToken for a.ttl if it holds a.token or is
+// free, publishing a's notice; it returns the script's state and how many
 // subscribers heard the notice.
-func (n *node) handOff(ctx context.Context, send func() bool, key, oldToken, newToken string, ttl time.Duration, announce notice, guard bool) (state, receivers int64, mem memory, err error) {
-	announce = n.notice(announce)
+func (n *node) handOff(ctx context.Context, send sendCheck, a *roundArgs) (state, receivers int64, mem memory, err error) {
 	k := n.known.Load()
-	v, err := n.eval(ctx, handoffScript, send, []string{key}, oldToken, newToken, ttl.Milliseconds(), announce.channel, announce.message, boolArg(guard), n.marker(key), k.arg()).Int64Slice()
+	ch, msg := n.noticeArgs(a)
+	var v [5]int64
+	err = replyInts(n.eval(ctx, send, handoffScript.evalsha(1, a.keyArg, a.token, a.newToken, a.ttl, ch, msg, a.guard, n.markerArg(a.key), k.arg())), v[:], "hand-off")
 	if err != nil {
 		return 0, 0, memory{}, err
-	}
-	if len(v) != 5 {
-		return 0, 0, memory{}, fmt.Errorf("redlock: hand-off script returned %v", v)
 	}
 	mem = n.memory(k, v[2], v[3], v[4])
 	if v[1] < 0 {
@@ -138,19 +206,17 @@ func (n *node) handOff(ctx context.Context, send func() bool, key, oldToken, new
 	return v[0], v[1], mem, nil
 }
 
-// extend makes the key live at least ttl more if it holds token, never
-// shortening it; with guard, it also puts back our token where the key is
-// absent because the master's memory is no longer born, the one that held
-// our key (repair; 0: unknown, no repair). Yes when the key holds our
+// extend makes a.key live at least a.ttl more if it holds a.token, never
+// shortening it; with a.guard, it also puts back our token where the key
+// is absent because the master's memory is no longer born, the one that
+// held our key (repair; 0: unknown, no repair). Yes when the key holds our
 // token now.
-func (n *node) extend(ctx context.Context, key, token string, ttl time.Duration, guard bool, born int64) (ballot, error) {
+func (n *node) extend(ctx context.Context, a *roundArgs, born int64) (ballot, error) {
 	k := n.known.Load()
-	v, err := n.eval(ctx, extendScript, nil, []string{key}, token, ttl.Milliseconds(), boolArg(guard), n.marker(key), born, k.arg()).Int64Slice()
+	var v [4]int64
+	err := replyInts(n.eval(ctx, nil, extendScript.evalsha(1, a.keyArg, a.token, a.ttl, a.guard, n.markerArg(a.key), born, k.arg())), v[:], "extend")
 	if err != nil {
 		return ballot{}, err
-	}
-	if len(v) != 4 {
-		return ballot{}, fmt.Errorf("redlock: extend script returned %v", v)
 	}
 	return ballot{yes: v[0] > 0, mem: n.memory(k, v[1], v[2], v[3])}, nil
 }
@@ -165,7 +231,7 @@ func (n *node) fence(ctx context.Context, key, token string, raise uint64) (uint
 	if raise > 0 {
 		arg = strconv.FormatUint(raise, 10)
 	}
-	s, err := n.eval(ctx, fenceScript, nil, []string{key, fenceKey(key, n.isCluster())}, token, arg).Text()
+	s, err := n.eval(ctx, nil, fenceScript.evalsha(2, key, fenceKey(key, n.isCluster()), token, arg)).Text()
 	if errors.Is(err, redis.Nil) {
 		return 0, nil // not held
 	}

@@ -21,7 +21,7 @@ import (
 // node (before) or their replies on the way back (after the command ran
 // on the node). An error from after replaces the reply: it was lost.
 type scriptHook struct {
-	script *redis.Script
+	script *luaScript
 	match  func(argv []any) bool // nil: every call of script
 	before func(ctx context.Context)
 	after  func(ctx context.Context) error
@@ -93,7 +93,7 @@ func (h *scriptHook) matches(cmd redis.Cmder) bool {
 }
 
 // isSource reports whether src is the source of s (EVAL after NOSCRIPT).
-func isSource(src string, s *redis.Script) bool {
+func isSource(src string, s *luaScript) bool {
 	return redis.NewScript(src).Hash() == s.Hash()
 }
 

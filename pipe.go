@@ -26,13 +26,11 @@ const maxStalledBatches = 4
 type request struct {
 	// ctx carries the request's deadline and the caller's cancellation:
 	// a request whose ctx ended before its batch went out is not sent.
-	ctx    context.Context
-	script *redis.Script
-	keys   []string
-	args   []any
+	ctx  context.Context
+	args []any // the script command's (evalsha's)
 	// send, when not nil, is asked just before the request goes out: false
 	// means the request is no longer wanted and is not sent (errNotSent).
-	send func() bool
+	send sendCheck
 
 	cmd  *redis.Cmd    // the reply, or why there is none
 	done chan struct{} // receives once cmd is final; buffered, so requests are reused
@@ -41,6 +39,11 @@ type request struct {
 // requests are reused: a request and its channel cost allocations on every
 // call to every master.
 var requests = sync.Pool{New: func() any { return &request{done: make(chan struct{}, 1)} }}
+
+// A sendCheck says, just before a request goes out, whether it is still
+// wanted: a *hold, whose acquisition may have given the node up meanwhile.
+// (An interface, not a func: a method value is an allocation per call.)
+type sendCheck interface{ send() bool }
 
 // errNotSent is a request's error when its send check said no.
 var errNotSent = errors.New("redlock: request not sent: no longer wanted")
@@ -97,13 +100,19 @@ type pipe struct {
 // A batch is the requests one sender has sent in one pipeline.
 type batch struct {
 	stalled bool // guarded by the pipe's mu
+	reqs    []*request
 }
 
-// do runs script s on the master through the pipe and returns its reply.
+// batches are reused, with their slices: one per request to an idle master
+// otherwise.
+var batches = sync.Pool{New: func() any { return new(batch) }}
+
+// do runs a script command (evalsha's arguments) on the master through the
+// pipe and returns its reply.
 // When the pipe is idle, the calling goroutine sends the batch itself.
-func (p *pipe) do(ctx context.Context, s *redis.Script, send func() bool, keys []string, args []any) *redis.Cmd {
+func (p *pipe) do(ctx context.Context, send sendCheck, args []any) *redis.Cmd {
 	r := requests.Get().(*request)
-	r.ctx, r.script, r.keys, r.args, r.send = ctx, s, keys, args, send
+	r.ctx, r.args, r.send = ctx, args, send
 	p.mu.Lock()
 	p.queue = append(p.queue, r)
 	start := p.mayStart()
@@ -192,26 +201,26 @@ func (p *pipe) run() {
 // sendNext sends the next batch; false when its sender stops: the queue was
 // empty, or it gave way to another sender (done).
 func (p *pipe) sendNext() bool {
-	b, reqs := p.take()
-	if reqs == nil {
+	b := p.take()
+	if b == nil {
 		return false
 	}
-	p.send(reqs)
+	p.send(b.reqs)
 	return p.done(b)
 }
 
 // take removes the next batch of requests from the queue; nil, and the
 // sender stops, when it is empty.
-func (p *pipe) take() (*batch, []*request) {
+func (p *pipe) take() *batch {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if len(p.queue) == 0 {
 		p.senders--
-		return nil, nil
+		return nil
 	}
 	n := min(len(p.queue), p.limit)
-	reqs := make([]*request, n)
-	copy(reqs, p.queue)
+	b := batches.Get().(*batch)
+	b.reqs = append(b.reqs[:0], p.queue[:n]...)
 	rest := copy(p.queue, p.queue[n:])
 	clear(p.queue[rest:])
 	p.queue = p.queue[:rest]
@@ -227,9 +236,8 @@ func (p *pipe) take() (*batch, []*request) {
 			p.wait(r, now)
 		}
 	}
-	b := &batch{}
 	p.out = append(p.out, b)
-	return b, reqs
+	return b
 }
 
 // done records that b's replies are in, and reports whether its sender goes
@@ -239,7 +247,11 @@ func (p *pipe) done(b *batch) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.out = slices.DeleteFunc(p.out, func(o *batch) bool { return o == b })
-	if !b.stalled {
+	stalled := b.stalled
+	clear(b.reqs) // finished: they belong to their callers again
+	b.reqs, b.stalled = b.reqs[:0], false
+	batches.Put(b)
+	if !stalled {
 		return true
 	}
 	p.stalled--
@@ -260,7 +272,7 @@ func (p *pipe) send(reqs []*request) {
 			r.finish(err)
 			continue
 		}
-		if r.send != nil && !r.send() {
+		if r.send != nil && !r.send.send() {
 			r.finish(errNotSent)
 			continue
 		}
@@ -292,20 +304,24 @@ func (p *pipe) send(reqs []*request) {
 func (p *pipe) exec(ctx context.Context, reqs []*request) {
 	if len(reqs) == 1 { // a lone request: a plain command costs less
 		r := reqs[0]
-		r.cmd = r.script.Run(ctx, p.client, r.keys, r.args...)
+		r.cmd = runScript(ctx, p.client, r.args)
 		r.finish(nil)
 		return
 	}
 	pl := p.client.Pipeline()
 	for _, r := range reqs {
-		r.cmd = r.script.EvalSha(ctx, pl, r.keys, r.args...)
+		r.cmd = redis.NewCmd(ctx, r.args...)
+		_ = pl.Process(ctx, r.cmd)
 	}
 	_, _ = pl.Exec(ctx)
 	var again []*request
 	for _, r := range reqs {
 		if isNoScript(r.cmd.Err()) {
-			again = append(again, r)
-			continue
+			if eval := asEval(r.args); eval != nil {
+				r.args = eval
+				again = append(again, r)
+				continue
+			}
 		}
 		r.finish(nil)
 	}
@@ -316,7 +332,8 @@ func (p *pipe) exec(ctx context.Context, reqs []*request) {
 	// are in; these run after them, still in their own order.
 	pl = p.client.Pipeline()
 	for _, r := range again {
-		r.cmd = r.script.Eval(ctx, pl, r.keys, r.args...)
+		r.cmd = redis.NewCmd(ctx, r.args...)
+		_ = pl.Process(ctx, r.cmd)
 	}
 	_, _ = pl.Exec(ctx)
 	for _, r := range again {

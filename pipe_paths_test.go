@@ -327,7 +327,7 @@ type advEventHook struct {
 }
 
 func advScriptName(sha string) string {
-	for name, s := range map[string]*redis.Script{"acquire": acquireScript, "release": releaseScript, "handoff": handoffScript, "extend": extendScript, "fence": fenceScript} {
+	for name, s := range map[string]*luaScript{"acquire": acquireScript, "release": releaseScript, "handoff": handoffScript, "extend": extendScript, "fence": fenceScript} {
 		if sha == s.Hash() || isSource(sha, s) {
 			return name
 		}

@@ -270,9 +270,10 @@ type hold struct {
 }
 
 func newHolds(n int) []*hold {
-	hs := make([]*hold, n)
+	hs, all := make([]*hold, n), make([]hold, n) // two allocations, not n+1
 	for i := range hs {
-		hs[i] = &hold{done: make(chan struct{})}
+		all[i].done = make(chan struct{})
+		hs[i] = &all[i]
 	}
 	return hs
 }

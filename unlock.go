@@ -121,11 +121,11 @@ func (l *Lock) release(ctx context.Context, ttl time.Duration, lost *handOffCall
 	c := l.c
 	own := c.wk.listening(l.key)
 	var heard atomic.Int64 // the most subscribers a release notice reached
-	announce := c.announce(releasedNotice, l.key, l.token, 0)
+	args := newRoundArgs(l.key, l.token, 0, c.announce(releasedNotice, l.key, l.token, 0), false)
 	deadline := time.Now().Add(c.nodeTimeout(ttl))
 	r := c.fanOut(context.WithoutCancel(ctx), "unlock", l.key, deadline, l.refusedNodes(), 0,
 		func(ctx context.Context, n *node) (ballot, error) {
-			deleted, receivers, err := l.releaseOn(ctx, n, lost, announce)
+			deleted, receivers, err := l.releaseOn(ctx, n, lost, args)
 			maxInto(&heard, receivers)
 			return ballot{yes: deleted}, err
 		})
@@ -140,7 +140,7 @@ func (l *Lock) release(ctx context.Context, ttl time.Duration, lost *handOffCall
 
 // releaseOn is release's call to node n: whether the node no longer holds
 // our token because of this Unlock, and how many subscribers heard it.
-func (l *Lock) releaseOn(ctx context.Context, n *node, lost *handOffCalls, announce notice) (deleted bool, receivers int64, err error) {
+func (l *Lock) releaseOn(ctx context.Context, n *node, lost *handOffCalls, args *roundArgs) (deleted bool, receivers int64, err error) {
 	h := l.holds[n.index]
 	err = h.await(ctx)
 	if lost != nil && err == nil {
@@ -154,7 +154,7 @@ func (l *Lock) releaseOn(ctx context.Context, n *node, lost *handOffCalls, annou
 		// release the node itself when it returns.
 		return false, 0, refusalAsVote(err)
 	}
-	return n.release(ctx, l.key, l.token, announce)
+	return n.release(ctx, args)
 }
 
 // endBy moves the end of l's validity back to t if it is later: the lock

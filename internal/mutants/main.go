@@ -174,8 +174,8 @@ var mutants = []mutant{
 	{
 		name:    "pipe-sends-a-given-up-request",
 		file:    "pipe.go",
-		from:    "		if r.send != nil && !r.send() {",
-		to:      "		if r.send != nil && !r.send() && false {",
+		from:    "		if r.send != nil && !r.send.send() {",
+		to:      "		if r.send != nil && !r.send.send() && false {",
 		killers: "TestGivenUpAcquireQueuedInAPipeIsNeverSent",
 	},
 	{
@@ -188,7 +188,7 @@ var mutants = []mutant{
 	{
 		name:    "hand-off-without-send-check",
 		file:    "handoff.go",
-		from:    "n.handOff(ctx, nl.holds[n.index].send, ",
+		from:    "n.handOff(ctx, nl.holds[n.index], ",
 		to:      "n.handOff(ctx, nil, ",
 		killers: "TestPipeHandOffNotSentAfterItsRoundWasLost",
 	},
