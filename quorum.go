@@ -103,12 +103,12 @@ func (c *Client) fanOut(ctx context.Context, op, key string, deadline time.Time,
 			continue
 		}
 		c.bg.Add(1)
-		go func() {
+		c.workers.run(func() {
 			defer c.bg.Done()
 			b, err := call(nctx, nd)
 			votes <- vote{node: nd.index, ballot: b, err: err, at: time.Now()}
 			calls.returned() // after the vote: nctx ends with every vote in
-		}()
+		})
 	}
 
 	take := func(v vote) {

@@ -31,6 +31,7 @@ type Client struct {
 	closed  bool
 	closing chan struct{}  // closed by Close: waiting Lock calls return
 	bg      sync.WaitGroup // goroutines still talking to nodes
+	workers *workers       // run the calls to the nodes (workers.go)
 
 	id    string       // tells this Client's notices from others'
 	turns *turns[Lock] // per-key FIFO of this Client's waiters
@@ -79,9 +80,10 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 		id:      uuid.NewString(),
 		closing: make(chan struct{}),
 	}
+	c.workers = newWorkers(c.closing)
 	if cfg.batchLimit > 1 {
 		for _, n := range ns {
-			n.pipe = &pipe{client: n.client, limit: cfg.batchLimit, bg: &c.bg}
+			n.pipe = &pipe{client: n.client, limit: cfg.batchLimit, bg: &c.bg, spawn: c.workers.run}
 		}
 	}
 	c.turns = newTurns[Lock](c.closing)
@@ -114,6 +116,7 @@ func (c *Client) Close() error {
 	c.mu.Unlock()
 	c.wk.close()
 	c.bg.Wait()
+	c.workers.wait()
 	return nil
 }
 
