@@ -82,12 +82,12 @@ func (l *Lock) won(r *round) bool {
 // the node deadline; it is clean-up whose result nobody waits for.
 func (c *Client) releaseNode(n *node, key, token string, ttl time.Duration) {
 	c.bg.Add(1)
-	c.workers.run(func() {
+	c.workers.run(taskFunc(func() {
 		defer c.bg.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), c.nodeTimeout(ttl))
 		defer cancel()
 		_, _, _ = n.release(ctx, newRoundArgs(key, token, 0, notice{}, false))
-	})
+	}))
 }
 
 // abandon gives up every node of a failed attempt and releases those that

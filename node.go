@@ -55,15 +55,14 @@ func (n *node) refusedNotice() { n.noticesRefused.Store(time.Now().UnixNano()) }
 func (n *node) acquire(ctx context.Context, send sendCheck, a *roundArgs) (ballot, error) {
 	k := n.known.Load()
 	ch, msg := n.noticeArgs(a)
-	var v [4]int64
-	err := replyInts(n.eval(ctx, send, acquireScript.evalsha(1, a.keyArg, a.token, a.ttl, ch, msg, a.guard, n.markerArg(a.key), k.arg())), v[:], "acquire")
+	vote, mem, err := n.replyBallot(n.eval(ctx, send, acquireScript.evalsha(1, a.keyArg, a.token, a.ttl, ch, msg, a.guard, n.markerArg(a.key), k.arg())), k, "acquire")
 	if err != nil {
 		return ballot{}, err
 	}
-	if v[0] == 3 {
+	if vote == 3 {
 		n.refusedNotice()
 	}
-	return ballot{yes: v[0] == 1 || v[0] == 3, mem: n.memory(k, v[1], v[2], v[3])}, nil
+	return ballot{yes: vote == 1 || vote == 3, mem: mem}, nil
 }
 
 // eval runs a script command (evalsha's arguments) on the master, through
@@ -95,6 +94,26 @@ func runScript(ctx context.Context, c redis.UniversalClient, args []any) *redis.
 		}
 	}
 	return cmd
+}
+
+// replyBallot reads a voting script's reply (lua/memory.lua's ballot): the
+// array {vote, age, longest, born}, or, for the memory k that the request
+// told the script the Client knows, the integer vote + 4·longest.
+func (n *node) replyBallot(cmd *redis.Cmd, k *knownMemory, script string) (vote int64, mem memory, err error) {
+	if err := cmd.Err(); err != nil {
+		return 0, memory{}, err
+	}
+	if x, ok := cmd.Val().(int64); ok {
+		if k == nil || x < 0 {
+			return 0, memory{}, fmt.Errorf("redlock: %s script returned %d, a known memory's reply, to a request that knew none", script, x)
+		}
+		return x & 3, n.memory(k, -2, x>>2, k.born), nil
+	}
+	var v [4]int64
+	if err := replyInts(cmd, v[:], script); err != nil {
+		return 0, memory{}, err
+	}
+	return v[0], n.memory(k, v[1], v[2], v[3]), nil
 }
 
 // replyInts reads a script's reply, an array of len(v) integers, into v.
@@ -213,12 +232,11 @@ func (n *node) handOff(ctx context.Context, send sendCheck, a *roundArgs) (state
 // token now.
 func (n *node) extend(ctx context.Context, a *roundArgs, born int64) (ballot, error) {
 	k := n.known.Load()
-	var v [4]int64
-	err := replyInts(n.eval(ctx, nil, extendScript.evalsha(1, a.keyArg, a.token, a.ttl, a.guard, n.markerArg(a.key), born, k.arg())), v[:], "extend")
+	vote, mem, err := n.replyBallot(n.eval(ctx, nil, extendScript.evalsha(1, a.keyArg, a.token, a.ttl, a.guard, n.markerArg(a.key), born, k.arg())), k, "extend")
 	if err != nil {
 		return ballot{}, err
 	}
-	return ballot{yes: v[0] > 0, mem: n.memory(k, v[1], v[2], v[3])}, nil
+	return ballot{yes: vote > 0, mem: mem}, nil
 }
 
 // fence runs the fence script on key's counter if key holds token: with

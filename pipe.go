@@ -87,7 +87,7 @@ type pipe struct {
 	client redis.UniversalClient
 	limit  int
 	bg     *sync.WaitGroup // the Client's: a sender runs only for a registered request
-	spawn  func(func())    // runs a sender on another goroutine (the Client's workers)
+	spawn  func(task)      // runs a sender on another goroutine (the Client's workers)
 
 	mu      sync.Mutex
 	queue   []*request
@@ -145,7 +145,7 @@ func (p *pipe) serve() {
 	}
 	p.mu.Unlock()
 	if more {
-		p.spawn(p.run) // takes over this sender's count and registration
+		p.spawn(taskFunc(p.run)) // takes over this sender's count and registration
 		return
 	}
 	p.bg.Done()
@@ -388,7 +388,7 @@ func (p *pipe) stall() {
 		r.finish(r.ctx.Err())
 	}
 	if start {
-		p.spawn(p.run)
+		p.spawn(taskFunc(p.run))
 	}
 }
 

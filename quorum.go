@@ -98,17 +98,14 @@ func (c *Client) fanOut(ctx context.Context, op, key string, deadline time.Time,
 	// One context for the round's calls, ended by the deadline or once the
 	// last call returned (calls outlive the round).
 	nctx, calls := newRoundCtx(ctx, deadline, npending)
+	tasks := make([]nodeTask, n)
 	for i, nd := range c.nodes {
 		if !pending[i] {
 			continue
 		}
+		tasks[i] = nodeTask{c: c, n: nd, call: call, ctx: nctx, votes: votes, calls: calls}
 		c.bg.Add(1)
-		c.workers.run(func() {
-			defer c.bg.Done()
-			b, err := call(nctx, nd)
-			votes <- vote{node: nd.index, ballot: b, err: err, at: time.Now()}
-			calls.returned() // after the vote: nctx ends with every vote in
-		})
+		c.workers.run(&tasks[i])
 	}
 
 	take := func(v vote) {
@@ -146,6 +143,23 @@ func (c *Client) fanOut(ctx context.Context, op, key string, deadline time.Time,
 		r.decided = r.start
 	}
 	return r
+}
+
+// A nodeTask is a round's call to one node, run by a worker.
+type nodeTask struct {
+	c     *Client
+	n     *node
+	call  nodeCall
+	ctx   context.Context
+	votes chan<- vote
+	calls *roundCalls
+}
+
+func (t *nodeTask) run() {
+	defer t.c.bg.Done()
+	b, err := t.call(t.ctx, t.n)
+	t.votes <- vote{node: t.n.index, ballot: b, err: err, at: time.Now()}
+	t.calls.returned() // after the vote: nctx ends with every vote in
 }
 
 // roundCalls ends a round's context once its last call returned.

@@ -20,17 +20,26 @@ const workerIdle = 2 * time.Second
 // run is called, so that Close, which waits for bg first, then for the
 // workers (wait), never sees a worker start after it.
 type workers struct {
-	tasks   chan func() // unbuffered: a send succeeds only into an idle worker
+	tasks   chan task // unbuffered: a send succeeds only into an idle worker
 	closing <-chan struct{}
 	wg      sync.WaitGroup
 }
 
 func newWorkers(closing <-chan struct{}) *workers {
-	return &workers{tasks: make(chan func()), closing: closing}
+	return &workers{tasks: make(chan task), closing: closing}
 }
 
+// A task is what a worker runs. A round hands its workers pointers into
+// one slice of tasks, which costs one allocation, not one closure per node.
+type task interface{ run() }
+
+// taskFunc runs a function as a task.
+type taskFunc func()
+
+func (f taskFunc) run() { f() }
+
 // run runs f on an idle worker, or on a new one.
-func (w *workers) run(f func()) {
+func (w *workers) run(f task) {
 	select {
 	case w.tasks <- f:
 	default:
@@ -41,12 +50,12 @@ func (w *workers) run(f func()) {
 
 // work runs f, then whatever it is handed, until it has been idle for
 // workerIdle or the Client closes.
-func (w *workers) work(f func()) {
+func (w *workers) work(f task) {
 	defer w.wg.Done()
 	idle := time.NewTimer(workerIdle)
 	defer idle.Stop()
 	for {
-		f()
+		f.run()
 		idle.Reset(workerIdle)
 		select {
 		case f = <-w.tasks:

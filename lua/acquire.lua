@@ -19,13 +19,13 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   if ARGV[3] ~= '' then
     local r = redis.pcall('PUBLISH', ARGV[3], ARGV[4])
     if type(r) == 'table' and r.err then
-      return {3, age, longest, born}
+      return ballot(3, age, longest, born)
     end
   end
-  return {1, age, longest, born}
+  return ballot(1, age, longest, born)
 end
 -- pcall: a key of another type is simply not ours.
 if redis.pcall('GET', KEYS[1]) == ARGV[1] then
-  return {1, age, longest, born}
+  return ballot(1, age, longest, born)
 end
-return {0, age, longest, born}
+return ballot(0, age, longest, born)

@@ -26,10 +26,10 @@ if cur == ARGV[1] then
   if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
   end
-  return {1, age, longest, born}
+  return ballot(1, age, longest, born)
 end
 if cur == false and ARGV[3] == '1' and ARGV[5] ~= '0' and tonumber(ARGV[5]) ~= born then
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-  return {2, age, longest, born}
+  return ballot(2, age, longest, born)
 end
-return {0, age, longest, born}
+return ballot(0, age, longest, born)

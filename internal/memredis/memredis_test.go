@@ -414,15 +414,20 @@ func at(ss []string, i int) string {
 	return "(missing)"
 }
 
-// libraryScripts loads the library's scripts from lua/.
+// libraryScripts loads the library's scripts from lua/, the voting ones
+// after memory.lua, as lua.go does.
 func libraryScripts(t *testing.T) map[string]*redis.Script {
-	scripts := map[string]*redis.Script{}
-	for _, name := range []string{"acquire", "extend", "handoff", "release"} {
+	read := func(name string) string {
 		src, err := os.ReadFile("../../lua/" + name + ".lua")
 		if err != nil {
 			t.Fatal(err)
 		}
-		scripts[name] = redis.NewScript(string(src))
+		return string(src)
+	}
+	memory := read("memory")
+	scripts := map[string]*redis.Script{"release": redis.NewScript(read("release"))}
+	for _, name := range []string{"acquire", "extend", "handoff"} {
+		scripts[name] = redis.NewScript(memory + read(name))
 	}
 	return scripts
 }
@@ -503,6 +508,16 @@ func librarySequence(t *testing.T, addr string) []string {
 	run("release", "k", "C", "", "")
 	run("release", "k3", "E", "", "")
 	run("release", "k2", "A", "", "")
+	// The restart guard on, for a memory marker pinned to a fixed birth
+	// (a real one holds the server's clock, which differs between the two
+	// runs), that the Client says it knows: the one-integer replies.
+	out = append(out, "set marker: "+do(c, "SET", "redlock:memory", "1000 60000"))
+	run("acquire", "g", "A", 10000, "", "", "1", "redlock:memory", "1000")
+	run("acquire", "g", "B", 10000, "notice", "no", "1", "redlock:memory", "1000")
+	run("extend", "g", "A", 20000, "1", "redlock:memory", "0", "1000")
+	run("extend", "g", "B", 20000, "1", "redlock:memory", "0", "1000")
+	run("handoff", "g", "A", "F", 30000, "", "", "1", "redlock:memory", "1000")
+	run("release", "g", "F", "", "")
 	for _, args := range differentialCommands {
 		label := strings.TrimSpace(fmt.Sprintln(args...))
 		out = append(out, label[:min(len(label), 50)]+": "+do(c, args...))
