@@ -80,7 +80,7 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 		id:      uuid.NewString(),
 		closing: make(chan struct{}),
 	}
-	c.workers = newWorkers(c.closing)
+	c.workers = newWorkers()
 	if cfg.batchLimit > 1 {
 		for _, n := range ns {
 			n.pipe = &pipe{client: n.client, limit: cfg.batchLimit, bg: &c.bg, spawn: c.workers.run}
@@ -116,7 +116,7 @@ func (c *Client) Close() error {
 	c.mu.Unlock()
 	c.wk.close()
 	c.bg.Wait()
-	c.workers.wait()
+	c.workers.close()
 	return nil
 }
 

@@ -13,22 +13,6 @@ import (
 // a burst's workers serve the next burst, and a quiet Client keeps none.
 const workerIdle = 2 * time.Second
 
-// workers runs functions on pooled goroutines. A function handed to run
-// goes to a worker that is idle, or to a new one when none is; each worker
-// ends after workerIdle without work, or once closing is closed and it is
-// idle. Every function run must be registered in the Client's bg before
-// run is called, so that Close, which waits for bg first, then for the
-// workers (wait), never sees a worker start after it.
-type workers struct {
-	tasks   chan task // unbuffered: a send succeeds only into an idle worker
-	closing <-chan struct{}
-	wg      sync.WaitGroup
-}
-
-func newWorkers(closing <-chan struct{}) *workers {
-	return &workers{tasks: make(chan task), closing: closing}
-}
-
 // A task is what a worker runs. A round hands its workers pointers into
 // one slice of tasks, which costs one allocation, not one closure per node.
 type task interface{ run() }
@@ -38,35 +22,106 @@ type taskFunc func()
 
 func (f taskFunc) run() { f() }
 
-// run runs f on an idle worker, or on a new one.
-func (w *workers) run(f task) {
-	select {
-	case w.tasks <- f:
-	default:
-		w.wg.Add(1)
-		go w.work(f)
-	}
+// workers runs tasks on pooled goroutines. A task handed to run goes to the
+// worker that became idle last (its stack is the warmest), or to a new one
+// when none is idle. Handing over costs a mutex and a send on the worker's
+// own one-slot channel: no select, no timer per task. One timer for the
+// whole pool ends the workers idle for workerIdle; close ends the rest.
+//
+// Every task must be registered in the Client's bg before run is called, so
+// that Close, which waits for bg first and then calls close, never sees a
+// worker start after close.
+type workers struct {
+	mu     sync.Mutex
+	idle   []*worker // oldest first
+	closed bool
+	sweep  *time.Timer // armed while a worker is idle
+	wg     sync.WaitGroup
 }
 
-// work runs f, then whatever it is handed, until it has been idle for
-// workerIdle or the Client closes.
-func (w *workers) work(f task) {
+type worker struct {
+	tasks chan task // one slot: run never blocks; nil ends the worker
+	since time.Time // idle since
+}
+
+func newWorkers() *workers { return &workers{} }
+
+// run runs t on the worker that became idle last, or on a new one.
+func (w *workers) run(t task) {
+	w.mu.Lock()
+	if n := len(w.idle); n > 0 {
+		wk := w.idle[n-1]
+		w.idle[n-1] = nil
+		w.idle = w.idle[:n-1]
+		w.mu.Unlock()
+		wk.tasks <- t
+		return
+	}
+	w.mu.Unlock()
+	w.wg.Add(1)
+	go w.work(&worker{tasks: make(chan task, 1)}, t)
+}
+
+// work runs t, then whatever the worker is handed, until it is handed nil.
+func (w *workers) work(wk *worker, t task) {
 	defer w.wg.Done()
-	idle := time.NewTimer(workerIdle)
-	defer idle.Stop()
-	for {
-		f.run()
-		idle.Reset(workerIdle)
-		select {
-		case f = <-w.tasks:
-		case <-idle.C:
-			return
-		case <-w.closing:
-			return
-		}
+	for t != nil && w.park(wk, t) {
+		t = <-wk.tasks
 	}
 }
 
-// wait waits for every worker to end; called by Close after bg.Wait, once
-// no function is running or can be handed over.
-func (w *workers) wait() { w.wg.Wait() }
+// park runs t, then puts wk on the idle stack; false when the pool closed.
+func (w *workers) park(wk *worker, t task) bool {
+	t.run()
+	now := time.Now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return false
+	}
+	wk.since = now
+	w.idle = append(w.idle, wk)
+	if w.sweep == nil {
+		w.sweep = time.AfterFunc(workerIdle, w.retire)
+	}
+	return true
+}
+
+// retire ends the workers idle for workerIdle, and runs again while any
+// worker is idle.
+func (w *workers) retire() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	now := time.Now()
+	n := 0
+	for n < len(w.idle) && now.Sub(w.idle[n].since) >= workerIdle {
+		w.idle[n].tasks <- nil
+		n++
+	}
+	rest := copy(w.idle, w.idle[n:])
+	clear(w.idle[rest:])
+	w.idle = w.idle[:rest]
+	switch {
+	case w.closed:
+	case len(w.idle) > 0:
+		w.sweep.Reset(workerIdle - now.Sub(w.idle[0].since))
+	default:
+		w.sweep = nil
+	}
+}
+
+// close ends every worker and waits for them; called by Close after
+// bg.Wait, once no task is running or can be handed over.
+func (w *workers) close() {
+	w.mu.Lock()
+	w.closed = true
+	if w.sweep != nil {
+		w.sweep.Stop()
+	}
+	for _, wk := range w.idle {
+		wk.tasks <- nil
+	}
+	w.idle = nil
+	w.mu.Unlock()
+	w.wg.Wait()
+}
