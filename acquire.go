@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
 )
 
 // attempt is one acquisition round (Redlock spec, steps 1–4).
@@ -30,10 +31,9 @@ func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration, age
 	announce := c.announce(acquiredNotice, key, l.token, age)
 	start := time.Now()
 	args := newRoundArgs(key, l.token, ttl, announce, c.guard(ttl) > 0)
-	r := c.fanOut(ctx, "lock", key, c.deadline(start, ttl), nil, ttl, func(ctx context.Context, n *node) (ballot, error) {
-		// Not sent once the lock gave the node up: when this goroutine
-		// starts late, or the request queued, after the round was lost.
-		b, err := n.acquire(ctx, l.holds[n.index], args)
+	// The request is not sent once the lock gave the node up: when its
+	// worker starts late, or it queued, after the round was lost.
+	acquired := func(n *node, b ballot, err error) (ballot, error) {
 		if errors.Is(err, errNotSent) {
 			l.holds[n.index].finish(false, nil)
 			return ballot{}, errGivenUp
@@ -43,6 +43,21 @@ func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration, age
 			c.releaseNode(n, key, l.token, ttl)
 		}
 		return b, err
+	}
+	call := func(ctx context.Context, n *node) (ballot, error) {
+		b, err := n.acquire(ctx, l.holds[n.index], args)
+		return acquired(n, b, err)
+	}
+	r := c.fanOutAsync(ctx, "lock", key, c.deadline(start, ttl), nil, ttl, call, &asyncOp{
+		start: func(ctx context.Context, t *nodeTask) bool {
+			t.known = t.n.known.Load()
+			t.n.pipe.start(ctx, l.holds[t.n.index], t.n.acquireCmd(args, t.known), t)
+			return true
+		},
+		reply: func(t *nodeTask, cmd *redis.Cmd) (ballot, error) {
+			b, err := t.n.acquireReply(cmd, t.known)
+			return acquired(t.n, b, err)
+		},
 	})
 	if l.won(r) {
 		return l, nil

@@ -54,8 +54,20 @@ func (n *node) refusedNotice() { n.noticesRefused.Store(time.Now().UnixNano()) }
 // a's notice.
 func (n *node) acquire(ctx context.Context, send sendCheck, a *roundArgs) (ballot, error) {
 	k := n.known.Load()
+	return n.acquireReply(n.eval(ctx, send, n.acquireCmd(a, k)), k)
+}
+
+// acquireCmd is the acquire script's command for a, telling the master
+// that the Client knows its memory k.
+func (n *node) acquireCmd(a *roundArgs, k *knownMemory) []any {
 	ch, msg := n.noticeArgs(a)
-	vote, mem, err := n.replyBallot(n.eval(ctx, send, acquireScript.evalsha(1, a.keyArg, a.token, a.ttl, ch, msg, a.guard, n.markerArg(a.key), k.arg())), k, "acquire")
+	return acquireScript.evalsha(1, a.keyArg, a.token, a.ttl, ch, msg, a.guard, n.markerArg(a.key), k.arg())
+}
+
+// acquireReply reads the acquire script's reply to a request that told the
+// master k.
+func (n *node) acquireReply(cmd *redis.Cmd, k *knownMemory) (ballot, error) {
+	vote, mem, err := n.replyBallot(cmd, k, "acquire")
 	if err != nil {
 		return ballot{}, err
 	}
@@ -187,8 +199,18 @@ func boolArg(b bool) string {
 // does, the node publishes a's notice; receivers is how many subscribers
 // heard it.
 func (n *node) release(ctx context.Context, a *roundArgs) (deleted bool, receivers int64, err error) {
+	return n.releaseReply(n.eval(ctx, nil, n.releaseCmd(a)))
+}
+
+// releaseCmd is the release script's command for a.
+func (n *node) releaseCmd(a *roundArgs) []any {
 	ch, msg := n.noticeArgs(a)
-	v, err := n.eval(ctx, nil, releaseScript.evalsha(1, a.keyArg, a.token, ch, msg)).Int64()
+	return releaseScript.evalsha(1, a.keyArg, a.token, ch, msg)
+}
+
+// releaseReply reads the release script's reply.
+func (n *node) releaseReply(cmd *redis.Cmd) (deleted bool, receivers int64, err error) {
+	v, err := cmd.Int64()
 	if err != nil {
 		return false, 0, err
 	}

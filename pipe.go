@@ -34,7 +34,13 @@ type request struct {
 
 	cmd  *redis.Cmd    // the reply, or why there is none
 	done chan struct{} // receives once cmd is final; buffered, so requests are reused
+	to   replyTo       // not nil: the request was started, and to takes the reply instead
 }
+
+// A replyTo takes the reply of a request made with start, once, on the
+// goroutine that received it (or that dropped the request). It must not
+// block: the replies of the rest of the batch wait for it.
+type replyTo interface{ reply(cmd *redis.Cmd) }
 
 // requests are reused: a request and its channel cost allocations on every
 // call to every master.
@@ -49,11 +55,19 @@ type sendCheck interface{ send() bool }
 var errNotSent = errors.New("redlock: request not sent: no longer wanted")
 
 // finish makes r's reply final, with err when not nil; r belongs to its
-// caller again.
+// caller again, or, when it was started, the reply goes to r.to and r back
+// to the pool.
 func (r *request) finish(err error) {
 	if err != nil {
 		r.cmd = redis.NewCmd(r.ctx)
 		r.cmd.SetErr(err)
+	}
+	if to := r.to; to != nil {
+		cmd := r.cmd
+		*r = request{done: r.done}
+		requests.Put(r)
+		to.reply(cmd)
+		return
 	}
 	r.done <- struct{}{}
 }
@@ -129,6 +143,25 @@ func (p *pipe) do(ctx context.Context, send sendCheck, args []any) *redis.Cmd {
 	*r = request{done: r.done}
 	requests.Put(r)
 	return cmd
+}
+
+// start queues a script command (evalsha's arguments) for the master and
+// returns at once; to takes its reply (see replyTo). When the pipe is idle,
+// a worker sends it. The caller must be registered in the Client's bg until
+// to has the reply.
+func (p *pipe) start(ctx context.Context, send sendCheck, args []any, to replyTo) {
+	r := requests.Get().(*request)
+	r.ctx, r.args, r.send, r.to = ctx, args, send, to
+	p.mu.Lock()
+	p.queue = append(p.queue, r)
+	start := p.mayStart()
+	if !start && p.senders > 0 {
+		p.wait(r, time.Now())
+	}
+	p.mu.Unlock()
+	if start {
+		p.spawn(taskFunc(p.run))
+	}
 }
 
 // serve sends one batch in the calling goroutine, then leaves whatever

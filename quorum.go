@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // quorum is the number of votes that make a majority of n nodes.
@@ -79,6 +81,25 @@ type vote struct {
 // younger than the guard counts only once the round knows that no majority
 // remembers further back.
 func (c *Client) fanOut(ctx context.Context, op, key string, deadline time.Time, skip []error, guardTTL time.Duration, call nodeCall) *round {
+	return c.fanOutAsync(ctx, op, key, deadline, skip, guardTTL, call, nil)
+}
+
+// An asyncOp is a round's call in two halves, for the nodes whose requests
+// go through a pipe (pipe.start): start queues node t.n's request without
+// blocking, with t as its replyTo, or reports false when it cannot (then
+// the round runs its blocking call on a worker); reply turns the request's
+// reply into the node's ballot, on the goroutine that received it, and
+// must not block. start may also vote at once, with t.vote, and report
+// true. Under load a request then costs no goroutine a wake-up but the
+// round's own, where a blocking call costs three.
+type asyncOp struct {
+	start func(ctx context.Context, t *nodeTask) bool
+	reply func(t *nodeTask, cmd *redis.Cmd) (ballot, error)
+}
+
+// fanOutAsync is fanOut, with the calls to nodes that have a pipe made by
+// async when it is not nil.
+func (c *Client) fanOutAsync(ctx context.Context, op, key string, deadline time.Time, skip []error, guardTTL time.Duration, call nodeCall, async *asyncOp) *round {
 	r := &round{op: op, key: key, quorum: c.quorum, start: time.Now(), guardTTL: guardTTL}
 	n := len(c.nodes)
 	if guardTTL > 0 {
@@ -103,9 +124,11 @@ func (c *Client) fanOut(ctx context.Context, op, key string, deadline time.Time,
 		if !pending[i] {
 			continue
 		}
-		tasks[i] = nodeTask{c: c, n: nd, call: call, ctx: nctx, votes: votes, calls: calls}
+		tasks[i] = nodeTask{c: c, n: nd, call: call, ctx: nctx, votes: votes, calls: calls, async: async}
 		c.bg.Add(1)
-		c.workers.run(&tasks[i])
+		if async == nil || nd.pipe == nil || !async.start(nctx, &tasks[i]) {
+			c.workers.run(&tasks[i])
+		}
 	}
 
 	take := func(v vote) {
@@ -153,13 +176,21 @@ type nodeTask struct {
 	ctx   context.Context
 	votes chan<- vote
 	calls *roundCalls
+	async *asyncOp     // when the call was started: its reply
+	known *knownMemory // what a started request told the master of its memory
 }
 
-func (t *nodeTask) run() {
-	defer t.c.bg.Done()
-	b, err := t.call(t.ctx, t.n)
-	t.votes <- vote{node: t.n.index, ballot: b, err: err, at: time.Now()}
-	t.calls.returned() // after the vote: nctx ends with every vote in
+// run makes the blocking call, on a worker.
+func (t *nodeTask) run() { t.vote(t.call(t.ctx, t.n)) }
+
+// reply takes a started request's reply.
+func (t *nodeTask) reply(cmd *redis.Cmd) { t.vote(t.async.reply(t, cmd)) }
+
+// vote counts the node's ballot in the round; the call is over.
+func (t *nodeTask) vote(b ballot, err error) {
+	t.votes <- vote{node: t.n.index, ballot: b, err: err, at: time.Now()} // buffered: never blocks
+	t.calls.returned()                                                    // after the vote: nctx ends with every vote in
+	t.c.bg.Done()
 }
 
 // roundCalls ends a round's context once its last call returned.

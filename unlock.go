@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Unlock releases the lock: it deletes the key on every node where it still
@@ -123,12 +125,34 @@ func (l *Lock) release(ctx context.Context, ttl time.Duration, lost *handOffCall
 	var heard atomic.Int64 // the most subscribers a release notice reached
 	args := newRoundArgs(l.key, l.token, 0, c.announce(releasedNotice, l.key, l.token, 0), false)
 	deadline := time.Now().Add(c.nodeTimeout(ttl))
-	r := c.fanOut(context.WithoutCancel(ctx), "unlock", l.key, deadline, l.refusedNodes(), 0,
-		func(ctx context.Context, n *node) (ballot, error) {
-			deleted, receivers, err := l.releaseOn(ctx, n, lost, args)
+	call := func(ctx context.Context, n *node) (ballot, error) {
+		deleted, receivers, err := l.releaseOn(ctx, n, lost, args)
+		maxInto(&heard, receivers)
+		return ballot{yes: deleted}, err
+	}
+	r := c.fanOutAsync(context.WithoutCancel(ctx), "unlock", l.key, deadline, l.refusedNodes(), 0, call, &asyncOp{
+		// releaseOn without waiting: only where our acquire call has
+		// answered (a release never overtakes its own SET) and no hand-off
+		// ran; otherwise the blocking call waits for them on a worker.
+		start: func(ctx context.Context, t *nodeTask) bool {
+			h := l.holds[t.n.index]
+			if lost != nil || !h.finished() {
+				return false
+			}
+			err := h.await(ctx) // answered: does not wait
+			if !h.abandon() {
+				t.vote(ballot{}, refusalAsVote(err))
+				return true
+			}
+			t.n.pipe.start(ctx, nil, t.n.releaseCmd(args), t)
+			return true
+		},
+		reply: func(t *nodeTask, cmd *redis.Cmd) (ballot, error) {
+			deleted, receivers, err := t.n.releaseReply(cmd)
 			maxInto(&heard, receivers)
 			return ballot{yes: deleted}, err
-		})
+		},
+	})
 	if r.won() {
 		c.wk.noteReleased(l.key, l.token)
 	}
