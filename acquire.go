@@ -31,34 +31,7 @@ func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration, age
 	announce := c.announce(acquiredNotice, key, l.token, age)
 	start := time.Now()
 	args := newRoundArgs(key, l.token, ttl, announce, c.guard(ttl) > 0)
-	// The request is not sent once the lock gave the node up: when its
-	// worker starts late, or it queued, after the round was lost.
-	acquired := func(n *node, b ballot, err error) (ballot, error) {
-		if errors.Is(err, errNotSent) {
-			l.holds[n.index].finish(false, nil)
-			return ballot{}, errGivenUp
-		}
-		l.holds[n.index].born.Store(b.mem.born)
-		if l.holds[n.index].finish(b.yes, err) {
-			c.releaseNode(n, key, l.token, ttl)
-		}
-		return b, err
-	}
-	call := func(ctx context.Context, n *node) (ballot, error) {
-		b, err := n.acquire(ctx, l.holds[n.index], args)
-		return acquired(n, b, err)
-	}
-	r := c.fanOutAsync(ctx, "lock", key, c.deadline(start, ttl), nil, ttl, call, &asyncOp{
-		start: func(ctx context.Context, t *nodeTask) bool {
-			t.known = t.n.known.Load()
-			t.n.pipe.start(ctx, l.holds[t.n.index], t.n.acquireCmd(args, t.known), t)
-			return true
-		},
-		reply: func(t *nodeTask, cmd *redis.Cmd) (ballot, error) {
-			b, err := t.n.acquireReply(cmd, t.known)
-			return acquired(t.n, b, err)
-		},
-	})
+	r := c.fanOutAsync(ctx, "lock", key, c.deadline(start, ttl), nil, ttl, &acquireRound{l: l, ttl: ttl, args: args})
 	if l.won(r) {
 		return l, nil
 	}
@@ -66,6 +39,46 @@ func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration, age
 	// out, since their SET may have landed and only the reply been lost.
 	l.abandon(ttl)
 	return nil, r.error(ErrNotObtained)
+}
+
+// An acquireRound is attempt's call to each node (an asyncOp). The request
+// is not sent once the lock gave the node up: when its worker starts late,
+// or it queued, after the round was lost.
+type acquireRound struct {
+	l    *Lock
+	ttl  time.Duration // the attempt's: l.ttl moves with Extend, under l.mu
+	args *roundArgs
+}
+
+func (a *acquireRound) call(ctx context.Context, n *node) (ballot, error) {
+	b, err := n.acquire(ctx, a.l.holds[n.index], a.args)
+	return a.acquired(n, b, err)
+}
+
+func (a *acquireRound) start(ctx context.Context, t *nodeTask) bool {
+	t.known = t.n.known.Load()
+	t.n.pipe.start(ctx, a.l.holds[t.n.index], t.n.acquireCmd(a.args, t.known), t)
+	return true
+}
+
+func (a *acquireRound) reply(t *nodeTask, cmd *redis.Cmd) (ballot, error) {
+	b, err := t.n.acquireReply(cmd, t.known)
+	return a.acquired(t.n, b, err)
+}
+
+// acquired records node n's answer in the lock's hold, and releases the
+// node when the lock already gave it up.
+func (a *acquireRound) acquired(n *node, b ballot, err error) (ballot, error) {
+	l := a.l
+	if errors.Is(err, errNotSent) {
+		l.holds[n.index].finish(false, nil)
+		return ballot{}, errGivenUp
+	}
+	l.holds[n.index].born.Store(b.mem.born)
+	if l.holds[n.index].finish(b.yes, err) {
+		l.c.releaseNode(n, l.key, l.token, a.ttl)
+	}
+	return b, err
 }
 
 // newLock makes the Lock an acquisition round fills in. A fresh token per

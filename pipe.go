@@ -160,7 +160,7 @@ func (p *pipe) start(ctx context.Context, send sendCheck, args []any, to replyTo
 	}
 	p.mu.Unlock()
 	if start {
-		p.spawn(taskFunc(p.run))
+		p.spawn(p)
 	}
 }
 
@@ -178,7 +178,7 @@ func (p *pipe) serve() {
 	}
 	p.mu.Unlock()
 	if more {
-		p.spawn(taskFunc(p.run)) // takes over this sender's count and registration
+		p.spawn(p) // takes over this sender's count and registration
 		return
 	}
 	p.bg.Done()
@@ -225,7 +225,8 @@ func (p *pipe) mayStart() bool {
 	return true
 }
 
-// run sends batches until the queue is empty.
+// run sends batches until the queue is empty. A pipe is the task its
+// workers run (no method value to allocate for each start).
 func (p *pipe) run() {
 	defer p.bg.Done()
 	for p.sendNext() {
@@ -421,7 +422,7 @@ func (p *pipe) stall() {
 		r.finish(r.ctx.Err())
 	}
 	if start {
-		p.spawn(taskFunc(p.run))
+		p.spawn(p)
 	}
 }
 

@@ -81,25 +81,32 @@ type vote struct {
 // younger than the guard counts only once the round knows that no majority
 // remembers further back.
 func (c *Client) fanOut(ctx context.Context, op, key string, deadline time.Time, skip []error, guardTTL time.Duration, call nodeCall) *round {
-	return c.fanOutAsync(ctx, op, key, deadline, skip, guardTTL, call, nil)
+	return c.fanOutCalls(ctx, op, key, deadline, skip, guardTTL, call, nil)
 }
 
-// An asyncOp is a round's call in two halves, for the nodes whose requests
-// go through a pipe (pipe.start): start queues node t.n's request without
-// blocking, with t as its replyTo, or reports false when it cannot (then
-// the round runs its blocking call on a worker); reply turns the request's
-// reply into the node's ballot, on the goroutine that received it, and
-// must not block. start may also vote at once, with t.vote, and report
-// true. Under load a request then costs no goroutine a wake-up but the
-// round's own, where a blocking call costs three.
-type asyncOp struct {
-	start func(ctx context.Context, t *nodeTask) bool
-	reply func(t *nodeTask, cmd *redis.Cmd) (ballot, error)
+// An asyncOp is a round's call that can also be made in two halves, for
+// the nodes whose requests go through a pipe (pipe.start): start queues
+// node t.n's request without blocking, with t as its replyTo, or reports
+// false when it cannot (then the round runs call on a worker); reply turns
+// the request's reply into the node's ballot, on the goroutine that
+// received it, and must not block. start may also vote at once, with
+// t.vote, and report true. Under load a request then costs no goroutine a
+// wake-up but the round's own, where a blocking call costs three. (One
+// value per round implements it: no closure per round or node.)
+type asyncOp interface {
+	call(ctx context.Context, n *node) (ballot, error)
+	start(ctx context.Context, t *nodeTask) bool
+	reply(t *nodeTask, cmd *redis.Cmd) (ballot, error)
 }
 
-// fanOutAsync is fanOut, with the calls to nodes that have a pipe made by
-// async when it is not nil.
-func (c *Client) fanOutAsync(ctx context.Context, op, key string, deadline time.Time, skip []error, guardTTL time.Duration, call nodeCall, async *asyncOp) *round {
+// fanOutAsync is fanOut for an asyncOp.
+func (c *Client) fanOutAsync(ctx context.Context, op, key string, deadline time.Time, skip []error, guardTTL time.Duration, async asyncOp) *round {
+	return c.fanOutCalls(ctx, op, key, deadline, skip, guardTTL, nil, async)
+}
+
+// fanOutCalls is fanOut, with the calls made by async when it is not nil
+// (and by call otherwise).
+func (c *Client) fanOutCalls(ctx context.Context, op, key string, deadline time.Time, skip []error, guardTTL time.Duration, call nodeCall, async asyncOp) *round {
 	r := &round{op: op, key: key, quorum: c.quorum, start: time.Now(), guardTTL: guardTTL}
 	n := len(c.nodes)
 	if guardTTL > 0 {
@@ -176,12 +183,18 @@ type nodeTask struct {
 	ctx   context.Context
 	votes chan<- vote
 	calls *roundCalls
-	async *asyncOp     // when the call was started: its reply
+	async asyncOp      // not nil: the round's calls (call is nil)
 	known *knownMemory // what a started request told the master of its memory
 }
 
 // run makes the blocking call, on a worker.
-func (t *nodeTask) run() { t.vote(t.call(t.ctx, t.n)) }
+func (t *nodeTask) run() {
+	if t.async != nil {
+		t.vote(t.async.call(t.ctx, t.n))
+		return
+	}
+	t.vote(t.call(t.ctx, t.n))
+}
 
 // reply takes a started request's reply.
 func (t *nodeTask) reply(cmd *redis.Cmd) { t.vote(t.async.reply(t, cmd)) }

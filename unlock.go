@@ -122,44 +122,53 @@ func (l *Lock) handOffTarget(u unlocking) *turnWaiter[Lock] {
 func (l *Lock) release(ctx context.Context, ttl time.Duration, lost *handOffCalls) *round {
 	c := l.c
 	own := c.wk.listening(l.key)
-	var heard atomic.Int64 // the most subscribers a release notice reached
-	args := newRoundArgs(l.key, l.token, 0, c.announce(releasedNotice, l.key, l.token, 0), false)
+	rr := &releaseRound{l: l, lost: lost, args: newRoundArgs(l.key, l.token, 0, c.announce(releasedNotice, l.key, l.token, 0), false)}
 	deadline := time.Now().Add(c.nodeTimeout(ttl))
-	call := func(ctx context.Context, n *node) (ballot, error) {
-		deleted, receivers, err := l.releaseOn(ctx, n, lost, args)
-		maxInto(&heard, receivers)
-		return ballot{yes: deleted}, err
-	}
-	r := c.fanOutAsync(context.WithoutCancel(ctx), "unlock", l.key, deadline, l.refusedNodes(), 0, call, &asyncOp{
-		// releaseOn without waiting: only where our acquire call has
-		// answered (a release never overtakes its own SET) and no hand-off
-		// ran; otherwise the blocking call waits for them on a worker.
-		start: func(ctx context.Context, t *nodeTask) bool {
-			h := l.holds[t.n.index]
-			if lost != nil || !h.finished() {
-				return false
-			}
-			err := h.await(ctx) // answered: does not wait
-			if !h.abandon() {
-				t.vote(ballot{}, refusalAsVote(err))
-				return true
-			}
-			t.n.pipe.start(ctx, nil, t.n.releaseCmd(args), t)
-			return true
-		},
-		reply: func(t *nodeTask, cmd *redis.Cmd) (ballot, error) {
-			deleted, receivers, err := t.n.releaseReply(cmd)
-			maxInto(&heard, receivers)
-			return ballot{yes: deleted}, err
-		},
-	})
+	r := c.fanOutAsync(context.WithoutCancel(ctx), "unlock", l.key, deadline, l.refusedNodes(), 0, rr)
 	if r.won() {
 		c.wk.noteReleased(l.key, l.token)
 	}
-	if heard.Load() > own {
+	if rr.heard.Load() > own {
 		c.wk.othersListen(l.key, true)
 	}
 	return r
+}
+
+// A releaseRound is release's call to each node (an asyncOp).
+type releaseRound struct {
+	l     *Lock
+	lost  *handOffCalls
+	args  *roundArgs
+	heard atomic.Int64 // the most subscribers a release notice reached
+}
+
+func (rr *releaseRound) call(ctx context.Context, n *node) (ballot, error) {
+	deleted, receivers, err := rr.l.releaseOn(ctx, n, rr.lost, rr.args)
+	maxInto(&rr.heard, receivers)
+	return ballot{yes: deleted}, err
+}
+
+// start is releaseOn without waiting: only where our acquire call has
+// answered (a release never overtakes its own SET) and no hand-off ran;
+// otherwise call waits for them on a worker.
+func (rr *releaseRound) start(ctx context.Context, t *nodeTask) bool {
+	h := rr.l.holds[t.n.index]
+	if rr.lost != nil || !h.finished() {
+		return false
+	}
+	err := h.await(ctx) // answered: does not wait
+	if !h.abandon() {
+		t.vote(ballot{}, refusalAsVote(err))
+		return true
+	}
+	t.n.pipe.start(ctx, nil, t.n.releaseCmd(rr.args), t)
+	return true
+}
+
+func (rr *releaseRound) reply(t *nodeTask, cmd *redis.Cmd) (ballot, error) {
+	deleted, receivers, err := t.n.releaseReply(cmd)
+	maxInto(&rr.heard, receivers)
+	return ballot{yes: deleted}, err
 }
 
 // releaseOn is release's call to node n: whether the node no longer holds

@@ -55,8 +55,8 @@ var mutants = []mutant{
 	{
 		name:    "straggler-release-skipped",
 		file:    "acquire.go",
-		from:    "		if l.holds[n.index].finish(b.yes, err) {\n			c.releaseNode(n, key, l.token, ttl)\n		}",
-		to:      "		l.holds[n.index].finish(b.yes, err)",
+		from:    "	if l.holds[n.index].finish(b.yes, err) {\n		l.c.releaseNode(n, l.key, l.token, a.ttl)\n	}",
+		to:      "	l.holds[n.index].finish(b.yes, err)",
 		killers: "TestLateReplyAfterFailedAttemptIsReleased|TestLateReplyAfterUnlockIsReleased",
 	},
 	{
