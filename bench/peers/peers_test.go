@@ -338,8 +338,8 @@ func newFloor(clients []redis.UniversalClient) locker {
 var floorRelease = redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
 
 // round runs op on every master in parallel and reports whether a majority
-// said yes, as soon as that is known.
-func (f *floor) round(op func(c redis.UniversalClient) bool) bool {
+// said yes, as soon as that is known; rest waits for the other replies.
+func (f *floor) round(op func(c redis.UniversalClient) bool) (won bool, rest func()) {
 	votes := make(chan bool, len(f.clients))
 	for _, c := range f.clients {
 		go func() { votes <- op(c) }()
@@ -352,9 +352,18 @@ func (f *floor) round(op func(c redis.UniversalClient) bool) bool {
 			no++
 		}
 	}
-	return yes >= f.quorum
+	return yes >= f.quorum, func() {
+		for range len(f.clients) - yes - no {
+			<-votes
+		}
+	}
 }
 
+// try takes key. A failed attempt waits for every SET's reply before it
+// releases: a SET that lands after its release would hold the key for the
+// TTL, and on a loaded machine failed attempts then keep one another out
+// (a livelock seen here). That wait is the least a correct lock needs;
+// the success path still returns at the majority.
 func (f *floor) try(ctx context.Context, key string) (func() error, error) {
 	token := uuid.NewString()
 	release := func() error {
@@ -363,12 +372,14 @@ func (f *floor) try(ctx context.Context, key string) (func() error, error) {
 		})
 		return nil
 	}
-	if f.round(func(c redis.UniversalClient) bool {
+	won, rest := f.round(func(c redis.UniversalClient) bool {
 		ok, err := c.SetNX(ctx, key, token, ttl).Result()
 		return err == nil && ok
-	}) {
+	})
+	if won {
 		return release, nil
 	}
+	rest()
 	_ = release()
 	return nil, errNotObtained
 }
