@@ -126,15 +126,7 @@ var batches = sync.Pool{New: func() any { return new(batch) }}
 // pipe and returns its reply.
 // When the pipe is idle, the calling goroutine sends the batch itself.
 func (p *pipe) do(ctx context.Context, send sendCheck, args []any) *redis.Cmd {
-	r := requests.Get().(*request)
-	r.ctx, r.args, r.send = ctx, args, send
-	p.mu.Lock()
-	p.queue = append(p.queue, r)
-	start := p.mayStart()
-	if !start && p.senders > 0 {
-		p.wait(r, time.Now())
-	}
-	p.mu.Unlock()
+	r, start := p.enqueue(ctx, send, args, nil)
 	if start {
 		p.serve()
 	}
@@ -150,18 +142,24 @@ func (p *pipe) do(ctx context.Context, send sendCheck, args []any) *redis.Cmd {
 // a worker sends it. The caller must be registered in the Client's bg until
 // to has the reply.
 func (p *pipe) start(ctx context.Context, send sendCheck, args []any, to replyTo) {
-	r := requests.Get().(*request)
+	if _, start := p.enqueue(ctx, send, args, to); start {
+		p.spawn(p)
+	}
+}
+
+// enqueue queues a request, and reports whether the caller must start a
+// sender for it (mayStart).
+func (p *pipe) enqueue(ctx context.Context, send sendCheck, args []any, to replyTo) (r *request, start bool) {
+	r = requests.Get().(*request)
 	r.ctx, r.args, r.send, r.to = ctx, args, send, to
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	p.queue = append(p.queue, r)
-	start := p.mayStart()
+	start = p.mayStart()
 	if !start && p.senders > 0 {
 		p.wait(r, time.Now())
 	}
-	p.mu.Unlock()
-	if start {
-		p.spawn(p)
-	}
+	return r, start
 }
 
 // serve sends one batch in the calling goroutine, then leaves whatever
