@@ -31,14 +31,6 @@ type node struct {
 // noticeRetry is how long a master that refused a notice is sent none.
 const noticeRetry = time.Minute
 
-// notice returns announce, or no notice while n refuses them.
-func (n *node) notice(announce notice) notice {
-	if n.refusesNotices() {
-		return notice{}
-	}
-	return announce
-}
-
 // refusesNotices reports whether n refused a notice less than noticeRetry
 // ago.
 func (n *node) refusesNotices() bool {
