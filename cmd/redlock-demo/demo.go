@@ -43,7 +43,7 @@ type demo struct {
 }
 
 func newDemo(o options, m *masters, out io.Writer) (*demo, error) {
-	c, err := newLockClient(m)
+	c, err := newLockClient(m, o.ttl)
 	if err != nil {
 		return nil, err
 	}
@@ -51,11 +51,14 @@ func newDemo(o options, m *masters, out io.Writer) (*demo, error) {
 }
 
 // newLockClient returns a redlock Client on the masters, with the demo's
-// per-master deadline and short retry delays.
-func newLockClient(m *masters) (*redlock.Client, error) {
+// per-master deadline and short retry delays, and a restart guard as long
+// as the demo's TTL (and any longer TTL the masters report), so that a
+// master restarted empty sits out one TTL, not a minute.
+func newLockClient(m *masters, ttl time.Duration) (*redlock.Client, error) {
 	return redlock.New(m.clients,
 		redlock.WithNodeTimeout(nodeTimeout),
-		redlock.WithRetryDelay(2*time.Millisecond, 50*time.Millisecond))
+		redlock.WithRetryDelay(2*time.Millisecond, 50*time.Millisecond),
+		redlock.WithRestartGuard(ttl))
 }
 
 func (d *demo) close() { _ = d.c.Close() }
@@ -231,7 +234,7 @@ func (d *demo) runFaults(ctx context.Context) error {
 			return fmt.Errorf("restart master %d: %w", i+1, err)
 		}
 	}
-	return phase("all masters restarted: the lock recovers")
+	return phase(fmt.Sprintf("all masters restarted, %d of them empty: those sit out the restart guard (the TTL, %v), then the lock recovers", n-quorum+1, d.o.ttl))
 }
 
 func (d *demo) summary() {

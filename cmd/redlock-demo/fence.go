@@ -68,7 +68,7 @@ type fenceStory struct {
 // with one that does not, and prints the summary. Holder A is the demo's
 // Client; holder B another Client, as another process would be.
 func (d *demo) runFence(ctx context.Context) error {
-	b, err := newLockClient(d.m)
+	b, err := newLockClient(d.m, d.o.ttl)
 	if err != nil {
 		return err
 	}
