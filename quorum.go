@@ -81,7 +81,7 @@ type vote struct {
 // younger than the guard counts only once the round knows that no majority
 // remembers further back.
 func (c *Client) fanOut(ctx context.Context, op, key string, deadline time.Time, skip []error, guardTTL time.Duration, call nodeCall) *round {
-	return c.fanOutCalls(ctx, op, key, deadline, skip, guardTTL, call, nil)
+	return c.fanOutAsync(ctx, op, key, deadline, skip, guardTTL, call)
 }
 
 // An asyncOp is a round's call that can also be made in two halves, for
@@ -99,14 +99,17 @@ type asyncOp interface {
 	reply(t *nodeTask, cmd *redis.Cmd) (ballot, error)
 }
 
-// fanOutAsync is fanOut for an asyncOp.
-func (c *Client) fanOutAsync(ctx context.Context, op, key string, deadline time.Time, skip []error, guardTTL time.Duration, async asyncOp) *round {
-	return c.fanOutCalls(ctx, op, key, deadline, skip, guardTTL, nil, async)
+// A nodeCall is an asyncOp that never starts: it always blocks, on a
+// worker.
+func (f nodeCall) call(ctx context.Context, n *node) (ballot, error) { return f(ctx, n) }
+func (nodeCall) start(context.Context, *nodeTask) bool               { return false }
+func (nodeCall) reply(*nodeTask, *redis.Cmd) (ballot, error) {
+	panic("redlock: a nodeCall's request is never started")
 }
 
-// fanOutCalls is fanOut, with the calls made by async when it is not nil
-// (and by call otherwise).
-func (c *Client) fanOutCalls(ctx context.Context, op, key string, deadline time.Time, skip []error, guardTTL time.Duration, call nodeCall, async asyncOp) *round {
+// fanOutAsync is fanOut for an asyncOp: its calls to the nodes that have a
+// pipe are started when op.start can.
+func (c *Client) fanOutAsync(ctx context.Context, op, key string, deadline time.Time, skip []error, guardTTL time.Duration, async asyncOp) *round {
 	r := &round{op: op, key: key, quorum: c.quorum, start: time.Now(), guardTTL: guardTTL}
 	n := len(c.nodes)
 	if guardTTL > 0 {
@@ -131,9 +134,9 @@ func (c *Client) fanOutCalls(ctx context.Context, op, key string, deadline time.
 		if !pending[i] {
 			continue
 		}
-		tasks[i] = nodeTask{c: c, n: nd, call: call, ctx: nctx, votes: votes, calls: calls, async: async}
+		tasks[i] = nodeTask{c: c, n: nd, op: async, ctx: nctx, votes: votes, calls: calls}
 		c.bg.Add(1)
-		if async == nil || nd.pipe == nil || !async.start(nctx, &tasks[i]) {
+		if nd.pipe == nil || !async.start(nctx, &tasks[i]) {
 			c.workers.run(&tasks[i])
 		}
 	}
@@ -179,25 +182,18 @@ func (c *Client) fanOutCalls(ctx context.Context, op, key string, deadline time.
 type nodeTask struct {
 	c     *Client
 	n     *node
-	call  nodeCall
+	op    asyncOp
 	ctx   context.Context
 	votes chan<- vote
 	calls *roundCalls
-	async asyncOp      // not nil: the round's calls (call is nil)
 	known *knownMemory // what a started request told the master of its memory
 }
 
 // run makes the blocking call, on a worker.
-func (t *nodeTask) run() {
-	if t.async != nil {
-		t.vote(t.async.call(t.ctx, t.n))
-		return
-	}
-	t.vote(t.call(t.ctx, t.n))
-}
+func (t *nodeTask) run() { t.vote(t.op.call(t.ctx, t.n)) }
 
 // reply takes a started request's reply.
-func (t *nodeTask) reply(cmd *redis.Cmd) { t.vote(t.async.reply(t, cmd)) }
+func (t *nodeTask) reply(cmd *redis.Cmd) { t.vote(t.op.reply(t, cmd)) }
 
 // vote counts the node's ballot in the round; the call is over.
 func (t *nodeTask) vote(b ballot, err error) {
