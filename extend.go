@@ -53,6 +53,9 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 		return err
 	}
 
+	l.mu.Lock()
+	l.shortest = min(l.shortest, ttl) // whether the round wins or not, its scripts record ttl
+	l.mu.Unlock()
 	start := time.Now()
 	deadline := c.deadline(start, ttl)
 	if until.Before(deadline) {

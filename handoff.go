@@ -99,6 +99,7 @@ func (l *Lock) handOff(ctx context.Context, next *turnWaiter[Lock], ttl time.Dur
 	}
 	ho.args = newRoundArgs(l.key, l.token, nttl, c.announce(acquiredNotice, l.key, nl.token, 0), c.guard(nttl) > 0)
 	ho.args.newToken = nl.token
+	ho.args.trusted = boolArg(l.trustedHandOff(nttl))
 	own := c.wk.listening(l.key)
 	start := time.Now()
 	r := c.fanOut(context.WithoutCancel(ctx), "hand-off", l.key, c.deadline(start, nttl), nil, nttl, ho.on)
@@ -115,6 +116,23 @@ func (l *Lock) handOff(ctx context.Context, next *turnWaiter[Lock], ttl time.Dur
 	next.serve(nl)
 	c.cfg.test.handOffs.Add(1)
 	return handOffResult{handed: true, decided: r.decided}
+}
+
+// trustedHandOff reports whether a hand-off of our lock to a TTL of nttl
+// may skip the restart guard's memory report where the key holds our
+// token (lua/handoff.lua), which saves reading the marker on every master
+// of every turn. Unlock hands off only while our lock is valid, so no other
+// lock was valid since our key was set on such a master, in its present
+// memory (by our round, an earlier hand-off, or Extend's repair): whatever
+// it may have forgotten ended before. Any later holder must win a majority
+// that meets one of the new lock's masters, whose guard is that holder's
+// to apply. And every script that set or extended our key there recorded
+// its TTL in the marker, at least l.shortest: when nttl is no longer, the
+// marker already covers the new key, as the guard's length needs.
+func (l *Lock) trustedHandOff(nttl time.Duration) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return nttl <= l.shortest
 }
 
 // A handOffResult is how a hand-off round ended.
@@ -145,7 +163,11 @@ func (ho *handOffRound) on(ctx context.Context, n *node) (ballot, error) {
 	// Not sent once the new lock gave the node up (the round was lost): it
 	// could only put there a token that would need a release.
 	state, receivers, mem, err := n.handOff(ctx, nl.holds[n.index], ho.args)
-	nl.holds[n.index].born.Store(mem.born)
+	born := mem.born
+	if state == handOffReplaced && !mem.reported {
+		born = l.holds[n.index].born.Load() // the memory that held our key holds the new one
+	}
+	nl.holds[n.index].born.Store(born)
 	maxInto(&ho.heard, receivers)
 	switch {
 	case errors.Is(err, errNotSent):

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -90,16 +91,21 @@ func (m *minis) values(key string) []string {
 	vs := make([]string, len(m.servers))
 	for i, s := range m.servers {
 		if s.Exists(key) {
-			vs[i], _ = s.Get(key)
+			v, _ := s.Get(key)
+			vs[i] = holderOf(v)
 		}
 	}
 	return vs
 }
 
+// holderOf is the token a lock key's value names: the value less the mark
+// another's failed attempt appends (lua/token.lua).
+func holderOf(v string) string { return strings.TrimSuffix(v, "~") }
+
 // A keyspace is a set of masters a test can look into and write to
 // directly, bypassing the Client: memredis servers or real ones.
 type keyspace interface {
-	values(key string) []string // key's value on every node, "" where absent
+	values(key string) []string // the token key holds on every node (holderOf its value), "" where absent
 	take(i int, key, token string, ttl time.Duration)
 }
 
@@ -309,7 +315,7 @@ func (r *realNodes) values(key string) []string {
 		if err != nil && !errors.Is(err, redis.Nil) {
 			r.t.Fatalf("GET on node %d: %v", i, err)
 		}
-		vs[i] = v
+		vs[i] = holderOf(v)
 	}
 	return vs
 }

@@ -19,6 +19,7 @@ type Lock struct {
 
 	mu       sync.Mutex
 	ttl      time.Duration // of the last successful acquisition or extension
+	shortest time.Duration // the shortest TTL a script of ours set or extended the key with (trustedHandOff)
 	until    time.Time
 	released bool
 	givenUp  bool          // Extend found the lock lost and released its keys

@@ -10,6 +10,11 @@ import (
 )
 
 var (
+	// tokenLua defines ours(), which every script compares a key's value
+	// with a token by: the token, or the token marked as wanted.
+	//go:embed lua/token.lua
+	tokenLua string
+
 	// memoryLua defines memory(), for the scripts that vote: see the
 	// restart guard (guard.go).
 	//go:embed lua/memory.lua
@@ -17,23 +22,23 @@ var (
 
 	//go:embed lua/acquire.lua
 	acquireLua    string
-	acquireScript = newLuaScript(memoryLua + acquireLua)
+	acquireScript = newLuaScript(tokenLua + memoryLua + acquireLua)
 
 	//go:embed lua/release.lua
 	releaseLua    string
-	releaseScript = newLuaScript(releaseLua)
+	releaseScript = newLuaScript(tokenLua + releaseLua)
 
 	//go:embed lua/handoff.lua
 	handoffLua    string
-	handoffScript = newLuaScript(memoryLua + handoffLua)
+	handoffScript = newLuaScript(tokenLua + memoryLua + handoffLua)
 
 	//go:embed lua/extend.lua
 	extendLua    string
-	extendScript = newLuaScript(memoryLua + extendLua)
+	extendScript = newLuaScript(tokenLua + memoryLua + extendLua)
 
 	//go:embed lua/fence.lua
 	fenceLua    string
-	fenceScript = newLuaScript(fenceLua)
+	fenceScript = newLuaScript(tokenLua + fenceLua)
 )
 
 // A luaScript is one of the scripts, with its SHA1 and its source boxed

@@ -11,6 +11,14 @@
 -- re-sends this script after a lost reply, the first send may already have
 -- set our token, and that must count as success, not as "taken".
 --
+-- A key another token holds is marked as wanted (token.lua), once, keeping
+-- its expiry: its holder then announces its next hand-off, which tells the
+-- waiters of other clients who holds the key and tells the holder that they
+-- listen. Without the mark, a holder passing the key among its own waiters
+-- announces nothing (no PUBLISH per turn while nobody else waits). pcall:
+-- without KEEPTTL (Redis < 6) there is no mark, and the hand-offs stay
+-- silent until the waiter's next attempt after a release.
+--
 -- The notice goes through pcall: a Redis 7 ACL user without channel rights
 -- gets an error from PUBLISH after the SET ran, and a script is not rolled
 -- back, so an error there would leave a key its caller counts as failed.
@@ -25,7 +33,11 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return ballot(1, age, longest, born)
 end
 -- pcall: a key of another type is simply not ours.
-if redis.pcall('GET', KEYS[1]) == ARGV[1] then
+local cur = redis.pcall('GET', KEYS[1])
+if ours(cur, ARGV[1]) then
   return ballot(1, age, longest, born)
+end
+if type(cur) == 'string' and string.byte(cur, -1) ~= 126 then -- '~'
+  redis.pcall('SET', KEYS[1], cur .. '~', 'KEEPTTL')
 end
 return ballot(0, age, longest, born)

@@ -22,7 +22,7 @@
 -- forgotten another holder's key.
 local age, longest, born = memory(ARGV[4], ARGV[2], ARGV[3], ARGV[6])
 local cur = redis.pcall('GET', KEYS[1])
-if cur == ARGV[1] then
+if ours(cur, ARGV[1]) then
   if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
   end

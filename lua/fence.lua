@@ -13,7 +13,7 @@
 -- ARGV[2] a number f: raise the counter to at least f (the write-back) and
 -- return its value. Never lowers it. Both are decimal strings without
 -- leading zeros, compared by length, then digit by digit.
-if redis.pcall('GET', KEYS[1]) ~= ARGV[1] then
+if not ours(redis.pcall('GET', KEYS[1]), ARGV[1]) then
   return false
 end
 if ARGV[2] == '' then

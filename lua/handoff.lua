@@ -1,6 +1,7 @@
 -- handoff: give KEYS[1], held by token ARGV[1], straight to token ARGV[2]
 -- for ARGV[3] milliseconds, or take it for ARGV[2] if it is free. When the
--- key is set and ARGV[4] names a channel, publish ARGV[5] there.
+-- key is set, ARGV[4] names a channel, and somebody else may listen (the
+-- key was free, or marked as wanted: token.lua), publish ARGV[5] there.
 -- Returns {state, receivers, age, longest, born}: state 2 when ARGV[1]'s
 -- key was replaced, 1 when the key was free and is now ARGV[2]'s (or already was: a
 -- re-send), 0 when another token holds it; receivers is how many
@@ -12,17 +13,27 @@
 -- another client to take (this is how a Client passes a lock to its own next
 -- waiter without a release and an acquisition), and a token that is not
 -- ARGV[1] is never replaced (pitfall 5).
-local age, longest, born = memory(ARGV[7], ARGV[3], ARGV[6], ARGV[8])
+--
+-- When ARGV[9] is '1' (the holder's lock is valid, and ARGV[3] is no longer
+-- than its TTL), a key that holds ARGV[1] is replaced without reading the
+-- memory marker, and the age is -1 (none reported): this master has held
+-- the holder's key since the holder's own round set it, within a lock that
+-- kept every other holder out, so it has forgotten no lock that matters,
+-- and the marker already records a TTL at least as long. See handoff.go.
 local cur = redis.pcall('GET', KEYS[1])
-if cur == ARGV[2] then
+local age, longest, born = -1, 0, 0
+if not (ARGV[9] == '1' and ours(cur, ARGV[1])) then
+  age, longest, born = memory(ARGV[7], ARGV[3], ARGV[6], ARGV[8])
+end
+if ours(cur, ARGV[2]) then
   return {1, 0, age, longest, born}
 end
-if cur ~= ARGV[1] and cur ~= false then
+if not ours(cur, ARGV[1]) and cur ~= false then
   return {0, 0, age, longest, born}
 end
 redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
 local receivers = 0
-if ARGV[4] ~= '' then
+if ARGV[4] ~= '' and cur ~= ARGV[1] then
   receivers = redis.pcall('PUBLISH', ARGV[4], ARGV[5])
   if type(receivers) == 'table' and receivers.err then
     receivers = -1

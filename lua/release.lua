@@ -10,7 +10,7 @@
 -- Check and delete run as one script, so no other client's SET can land
 -- between them (pitfall 6), and a token that is not ours is never deleted
 -- (pitfall 5).
-if redis.pcall('GET', KEYS[1]) == ARGV[1] then
+if ours(redis.pcall('GET', KEYS[1]), ARGV[1]) then
   redis.call('DEL', KEYS[1])
   if ARGV[2] ~= '' then
     local r = redis.pcall('PUBLISH', ARGV[2], ARGV[3])

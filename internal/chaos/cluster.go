@@ -214,7 +214,9 @@ func Bookkeeping(key string) bool {
 	return key == "redlock:memory" || strings.HasSuffix(key, ":redlock-memory") || strings.HasSuffix(key, ":redlock-fence")
 }
 
-// Values returns key's value on every node, "" where absent.
+// Values returns the token key holds on every node, "" where absent: its
+// value less the mark a failed attempt appends while the key is held
+// (lua/token.lua).
 func (c *Cluster) Values(t testing.TB, key string) []string {
 	t.Helper()
 	out := make([]string, len(c.Nodes))
@@ -223,7 +225,7 @@ func (c *Cluster) Values(t testing.TB, key string) []string {
 		if err != nil && !errors.Is(err, redis.Nil) {
 			t.Fatalf("chaos: GET on node %d: %v", i, err)
 		}
-		out[i] = v
+		out[i] = strings.TrimSuffix(v, "~")
 	}
 	return out
 }
@@ -243,7 +245,7 @@ func (c *Cluster) PTTLs(t testing.TB, key string) []time.Duration {
 	return out
 }
 
-// Lease reads key's value and remaining time to live on the node, in one
+// Lease reads the token key holds (as Values) and its remaining time to live on the node, in one
 // MULTI/EXEC straight to the server (no proxy, so no network fault), within
 // ctx. at is when the reply arrived: the key lives until at most at + ttl
 // (+1 ms for PTTL's rounding). A missing key reads as "" with a negative
@@ -264,6 +266,7 @@ func (n *Node) Lease(ctx context.Context, key string) (value string, ttl time.Du
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return "", 0, at, err
 	}
+	value = strings.TrimSuffix(value, "~")
 	ttl, err = pttl.Result()
 	return value, ttl, at, err
 }

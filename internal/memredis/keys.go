@@ -68,10 +68,11 @@ func cmdGet(s *Server, c *conn, args []string) any {
 // setOptions are SET's options after key and value.
 type setOptions struct {
 	nx, xx, get bool
+	keepTTL     bool          // KEEPTTL: the old expiry stays
 	ttl         time.Duration // 0: none
 }
 
-// parseSet parses [NX|XX] [PX ms|EX s] [GET].
+// parseSet parses [NX|XX] [PX ms|EX s|KEEPTTL] [GET].
 func parseSet(args []string) (o setOptions, e errReply) {
 	for i := 0; i < len(args); i++ {
 		switch opt := strings.ToUpper(args[i]); {
@@ -81,7 +82,9 @@ func parseSet(args []string) (o setOptions, e errReply) {
 			o.xx = true
 		case opt == "GET":
 			o.get = true
-		case (opt == "PX" || opt == "EX") && o.ttl == 0 && i+1 < len(args):
+		case opt == "KEEPTTL" && o.ttl == 0:
+			o.keepTTL = true
+		case (opt == "PX" || opt == "EX") && o.ttl == 0 && !o.keepTTL && i+1 < len(args):
 			i++
 			n, err := strconv.ParseInt(args[i], 10, 64)
 			if err != nil {
@@ -101,7 +104,7 @@ func parseSet(args []string) (o setOptions, e errReply) {
 	return o, ""
 }
 
-// cmdSet serves SET key value [NX|XX] [PX ms|EX s] [GET]: OK, or nil when
+// cmdSet serves SET key value [NX|XX] [PX ms|EX s|KEEPTTL] [GET]: OK, or nil when
 // NX or XX kept it from writing; with GET, the old value or nil.
 func cmdSet(s *Server, c *conn, args []string) any {
 	o, e := parseSet(args[3:])
@@ -112,8 +115,11 @@ func cmdSet(s *Server, c *conn, args []string) any {
 	written := (!o.nx || !exists) && (!o.xx || exists)
 	if written {
 		e := entry{val: args[2]}
-		if o.ttl > 0 {
+		switch {
+		case o.ttl > 0:
 			e.exp = s.now().Add(o.ttl)
+		case o.keepTTL:
+			e.exp = old.exp
 		}
 		s.dbs[c.db][args[1]] = e
 	}

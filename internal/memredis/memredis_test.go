@@ -112,6 +112,9 @@ func TestStringCommands(t *testing.T) {
 		t.Errorf("PTTL = %v", pttl)
 	}
 	expect(t, c, "5", "TTL", "k")
+	expect(t, c, "OK", "SET", "k", "c", "KEEPTTL")
+	expect(t, c, "5", "TTL", "k")
+	expect(t, c, "c", "GET", "k")
 	expect(t, c, "1", "EXPIRE", "k", 60)
 	expect(t, c, "0", "PEXPIRE", "absent", 5000)
 	expect(t, c, "-2", "PTTL", "absent")
@@ -414,8 +417,8 @@ func at(ss []string, i int) string {
 	return "(missing)"
 }
 
-// libraryScripts loads the library's scripts from lua/, the voting ones
-// after memory.lua, as lua.go does.
+// libraryScripts loads the library's scripts from lua/, each after
+// token.lua and the voting ones after memory.lua too, as lua.go does.
 func libraryScripts(t *testing.T) map[string]*redis.Script {
 	read := func(name string) string {
 		src, err := os.ReadFile("../../lua/" + name + ".lua")
@@ -424,10 +427,13 @@ func libraryScripts(t *testing.T) map[string]*redis.Script {
 		}
 		return string(src)
 	}
-	memory := read("memory")
-	scripts := map[string]*redis.Script{"release": redis.NewScript(read("release"))}
+	token, memory := read("token"), read("memory")
+	scripts := map[string]*redis.Script{
+		"release": redis.NewScript(token + read("release")),
+		"fence":   redis.NewScript(token + read("fence")),
+	}
 	for _, name := range []string{"acquire", "extend", "handoff"} {
-		scripts[name] = redis.NewScript(memory + read(name))
+		scripts[name] = redis.NewScript(token + memory + read(name))
 	}
 	return scripts
 }
@@ -460,6 +466,11 @@ var differentialCommands = [][]any{
 	{"SET", "s", "v", "NX", "GET"},
 	{"SET", "s", "w", "XX", "GET", "EX", 100},
 	{"TTL", "s"},
+	{"SET", "s", "w~", "KEEPTTL"},
+	{"TTL", "s"},
+	{"GET", "s"},
+	{"SET", "s", "w", "KEEPTTL", "PX", 10},
+	{"SET", "s", "w", "PX", 10, "KEEPTTL"},
 	{"TYPE", "s"},
 	{"PEXPIRE", "s", 0},
 	{"EXISTS", "s", "s"},
@@ -490,6 +501,10 @@ func librarySequence(t *testing.T, addr string) []string {
 	}
 	run("acquire", "k", "A", 10000, "", "")
 	run("acquire", "k", "B", 10000, "notice", "taken-b")
+	out = append(out, "marked as wanted: "+do(c, "GET", "k"))
+	ttlAbove("k", 9000)
+	run("acquire", "k", "B", 10000, "notice", "taken-b")
+	out = append(out, "marked once: "+do(c, "GET", "k"))
 	run("acquire", "k", "A", 10000, "notice", "resent-a")
 	run("acquire", "k2", "A", 5000, "notice", "taken-k2")
 	run("extend", "k", "A", 20000)
@@ -518,6 +533,16 @@ func librarySequence(t *testing.T, addr string) []string {
 	run("extend", "g", "B", 20000, "1", "redlock:memory", "0", "1000")
 	run("handoff", "g", "A", "F", 30000, "", "", "1", "redlock:memory", "1000")
 	run("release", "g", "F", "", "")
+	// A trusted hand-off of a key nobody else wanted: no marker read, no
+	// notice; of a wanted one: the notice.
+	out = append(out, "set marker: "+do(c, "SET", "redlock:memory", "1000 60000"))
+	run("acquire", "q", "A", 10000, "", "", "1", "redlock:memory", "1000")
+	run("handoff", "q", "A", "G", 10000, "notice", "quiet-g", "1", "redlock:memory", "1000", "1")
+	run("acquire", "q", "B", 10000, "", "", "1", "redlock:memory", "1000")
+	run("handoff", "q", "G", "H", 10000, "notice", "wanted-h", "1", "redlock:memory", "1000", "1")
+	fence, err := scripts["fence"].Run(bg, c, []string{"q", "q:redlock-fence"}, "H", "").Text()
+	out = append(out, fmt.Sprintf("fence for the holder of a wanted key: %v %v", len(fence) > 10, err))
+	run("release", "q", "H", "", "")
 	for _, args := range differentialCommands {
 		label := strings.TrimSpace(fmt.Sprintln(args...))
 		out = append(out, label[:min(len(label), 50)]+": "+do(c, args...))
