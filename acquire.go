@@ -98,12 +98,18 @@ func (l *Lock) won(r *round) bool {
 	if !r.won() || validity(l.ttl, r.elapsed(), l.c.cfg.driftFactor) <= 0 {
 		return false
 	}
-	l.until = validUntil(r.start, l.ttl, l.c.cfg.driftFactor)
+	l.startValidity(r.start)
+	return true
+}
+
+// startValidity starts l's validity, counted from start: before every
+// request that set its keys was sent.
+func (l *Lock) startValidity(start time.Time) {
+	l.until = validUntil(start, l.ttl, l.c.cfg.driftFactor)
 	l.done = make(chan struct{})
 	l.mu.Lock() // expire may run before the assignment is done
 	l.timer = time.AfterFunc(time.Until(l.until), l.expire)
 	l.mu.Unlock()
-	return true
 }
 
 // releaseNode deletes key on n if it holds token, in the background, under

@@ -1,5 +1,6 @@
-// The hand-off: Unlock passing a lock straight to the Client's next local
-// waiter in one round, and what a failed one leaves to Unlock.
+// The hand-off: Unlock passing a lock straight to the next waiter in one
+// round (the Client's own, or another Client's that asked: wants.go), and
+// what a failed one leaves to Unlock.
 
 package redlock
 
@@ -10,11 +11,34 @@ import (
 	"time"
 )
 
-// mayHandOff reports whether Unlock may pass the lock on key straight to
-// the Client's next local waiter: only while no other Client is known to
-// want the key, since they would never see it free.
-func (c *Client) mayHandOff(key string, until time.Time) bool {
-	return !c.cfg.test.noHandOff && time.Now().Before(until) && !c.noticesOff() && !c.wk.othersSeen(key)
+// recipient picks who Unlock hands the lock to, claiming it: the waiter
+// that asked first, of this Client (u.hasTurn: the lock holds the Client's
+// turn for key, so its local waiters queue behind it) or of another that
+// announced itself (wants.go); or nobody. Only while the lock is valid, and
+// notices are on (a waiter of another Client that only polls would never
+// see the key free). A local waiter goes first only while every other
+// Client known to want the key has announced itself, and later than it:
+// the others, which wait for a release, would otherwise starve.
+func (l *Lock) recipient(u unlocking) recipient {
+	c := l.c
+	if c.cfg.test.noHandOff || !time.Now().Before(u.until) || c.noticesOff() {
+		return recipient{}
+	}
+	var since time.Time // when the next local waiter queued; zero: none
+	if u.hasTurn {
+		since, _ = c.turns.headSince(l.key)
+	}
+	if !c.cfg.test.noRemoteHandOff {
+		if w := c.wk.claimWant(l.key, since); w != nil {
+			return recipient{remote: w}
+		}
+	}
+	if !since.IsZero() && (!c.wk.othersSeen(l.key) || c.wk.wantsKnown(l.key)) {
+		if next := c.turns.claim(l.key); next != nil {
+			return recipient{local: next}
+		}
+	}
+	return recipient{}
 }
 
 // noticesOff reports whether this Client cannot hear other Clients' waiters
@@ -68,38 +92,67 @@ func (hc *handOffCalls) outcome(ctx context.Context, i int) (yes bool, err error
 	return false, nil, false
 }
 
-// handOff gives the lock to next, the Client's next local waiter, in one
-// round instead of a release round and an acquisition round: on every node
-// the hand-off script replaces our token with a fresh one for next's TTL
-// (or takes the key if it is free), so the key is never free in between.
-// ttl is our lock's. The round is won when a majority of nodes replaced our
-// token, which both releases our lock and obtains the new one; the new
-// lock's validity is computed as for any acquisition, from the round's
-// start.
+// A recipient is who a hand-off gives the lock to: the Client's next local
+// waiter, or a waiter of another Client that asked for the key (wants.go).
+// The zero recipient is nobody.
+type recipient struct {
+	local  *turnWaiter[Lock]
+	remote *want
+}
+
+func (to recipient) ttl() time.Duration {
+	if to.remote != nil {
+		return to.remote.ttl
+	}
+	return to.local.ttl
+}
+
+// handOff gives the lock to a recipient in one round instead of a release
+// round and an acquisition round: on every node the hand-off script
+// replaces our token with the recipient's for its TTL, so the key is never
+// free in between. ttl is our lock's. The round is won when a majority of
+// nodes replaced our token.
 //
-// Won, it serves next with the new lock, and releases our token on the
-// nodes where the script failed (a master at maxmemory answers OOM), where
-// it may be left. Lost, it rolls the new token back and returns the calls,
-// from which Unlock's deletes learn what is left. Either way our lock ended
-// when the round was decided.
-func (l *Lock) handOff(ctx context.Context, next *turnWaiter[Lock], ttl time.Duration) handOffResult {
+// A local waiter gets a fresh token (the script also takes the key where it
+// is free), and a won round obtains its lock, whose validity is computed as
+// for any acquisition, from the round's start: handOff serves it. A waiter
+// of another Client gets the token it announced, and learns from the
+// nodes' notices that it holds the key (wants.go): it counts them, not this
+// round, so its token is never rolled back here, whatever the round's
+// outcome; that is the waiter's to do.
+//
+// Won, it releases our token on the nodes where the script failed (a
+// master at maxmemory answers OOM), where it may be left. Lost, it rolls a
+// local waiter's new token back and returns the calls, from which Unlock's
+// deletes learn what is left. Either way our lock ended when the round was
+// decided.
+func (l *Lock) handOff(ctx context.Context, to recipient, ttl time.Duration) handOffResult {
 	c := l.c
-	nttl := next.ttl
-	nl, err := c.newLock(l.key, nttl)
-	if err != nil {
-		return handOffResult{}
+	nttl := to.ttl()
+	var nl *Lock
+	var announce notice
+	if to.remote != nil {
+		nl = &Lock{c: c, key: l.key, token: to.remote.token, ttl: nttl, holds: newHolds(len(c.nodes))}
+		announce = newNotice(handedNotice, l.key, to.remote.client, to.remote.token, 0)
+	} else {
+		var err error
+		if nl, err = c.newLock(l.key, nttl); err != nil {
+			return handOffResult{}
+		}
+		announce = c.announce(acquiredNotice, l.key, nl.token, 0)
 	}
 	ho := &handOffRound{
-		l: l, nl: nl, ttl: ttl, nttl: nttl,
+		l: l, nl: nl, ttl: ttl, nttl: nttl, remote: to.remote != nil,
 		calls: &handOffCalls{
 			holds:    newHolds(len(c.nodes)),
 			replaced: make([]bool, len(c.nodes)),
 			budget:   time.Now().Add(c.nodeTimeout(ttl)),
 		},
 	}
-	ho.args = newRoundArgs(l.key, l.token, nttl, c.announce(acquiredNotice, l.key, nl.token, 0), c.guard(nttl) > 0)
+	ho.args = newRoundArgs(l.key, l.token, nttl, announce, c.guard(nttl) > 0)
 	ho.args.newToken = nl.token
 	ho.args.trusted = boolArg(l.trustedHandOff(nttl))
+	ho.args.remote = boolArg(ho.remote)
 	own := c.wk.listening(l.key)
 	start := time.Now()
 	r := c.fanOut(context.WithoutCancel(ctx), "hand-off", l.key, c.deadline(start, nttl), nil, nttl, ho.on)
@@ -107,13 +160,25 @@ func (l *Lock) handOff(ctx context.Context, next *turnWaiter[Lock], ttl time.Dur
 		c.wk.othersListen(l.key, false)
 	}
 	l.endBy(r.decided)
+	if ho.remote {
+		for _, h := range nl.holds {
+			h.abandon() // what is not sent yet is not sent; the rest is the waiter's
+		}
+		if !r.won() {
+			return handOffResult{decided: r.decided, lost: ho.calls}
+		}
+		ho.cleanUp()
+		c.wk.handedOver(l.key, to.remote)
+		c.cfg.test.remoteHandOffs.Add(1)
+		return handOffResult{handed: true, decided: r.decided}
+	}
 	if !nl.won(r) {
 		nl.abandon(nttl)
 		return handOffResult{decided: r.decided, lost: ho.calls}
 	}
 	ho.cleanUp()
 	nl.passTurnAtEnd(c.turns.passer(l.key))
-	next.serve(nl)
+	to.local.serve(nl)
 	c.cfg.test.handOffs.Add(1)
 	return handOffResult{handed: true, decided: r.decided}
 }
@@ -144,12 +209,13 @@ type handOffResult struct {
 
 // A handOffRound is a hand-off in flight: our lock l passing to nl.
 type handOffRound struct {
-	l, nl *Lock
-	ttl   time.Duration // l's, to release its token
-	nttl  time.Duration // nl's: the calls may outlive the round, never read nl.ttl there
-	calls *handOffCalls
-	args  *roundArgs   // the script's: our token, nl's, nttl, the notice, the guard
-	heard atomic.Int64 // the most subscribers an acquired notice reached
+	l, nl  *Lock
+	ttl    time.Duration // l's, to release its token
+	nttl   time.Duration // nl's: the calls may outlive the round, never read nl.ttl there
+	calls  *handOffCalls
+	remote bool         // nl's token is another Client's waiter's: never released here
+	args   *roundArgs   // the script's: our token, nl's, nttl, the notice, the guard
+	heard  atomic.Int64 // the most subscribers an acquired notice reached
 }
 
 // on runs the hand-off script on node n. Only a node that held our token
@@ -175,7 +241,7 @@ func (ho *handOffRound) on(ctx context.Context, n *node) (ballot, error) {
 		// call's hold below tells Unlock to delete it.
 		nl.holds[n.index].finish(false, nil)
 		err = errGivenUp
-	case nl.holds[n.index].finish(err == nil && state != handOffRefused, err):
+	case nl.holds[n.index].finish(err == nil && state != handOffRefused, err) && !ho.remote:
 		c.releaseNode(n, l.key, nl.token, ho.nttl)
 	}
 	replaced := err == nil && state == handOffReplaced

@@ -151,12 +151,14 @@ type roundArgs struct {
 	guard            any // "1" when the restart guard is on
 	newToken         any // the hand-off's
 	trusted          any // the hand-off's: "1" when a key that holds token needs no memory report (lua/handoff.lua)
+	remote           any // the hand-off's: "1" when newToken is another Client's waiter's (wants.go)
 }
 
 func newRoundArgs(key, token string, ttl time.Duration, announce notice, guard bool) *roundArgs {
 	return &roundArgs{
 		key: key, keyArg: key, token: token, ttl: ttl.Milliseconds(),
 		channel: announce.channel, message: announce.message, guard: boolArg(guard),
+		trusted: "0", remote: "0",
 	}
 }
 
@@ -228,7 +230,7 @@ func (n *node) handOff(ctx context.Context, send sendCheck, a *roundArgs) (state
 	k := n.known.Load()
 	ch, msg := n.noticeArgs(a)
 	var v [5]int64
-	err = replyInts(n.eval(ctx, send, handoffScript.evalsha(1, a.keyArg, a.token, a.newToken, a.ttl, ch, msg, a.guard, n.markerArg(a.key), k.arg(), a.trusted)), v[:], "hand-off")
+	err = replyInts(n.eval(ctx, send, handoffScript.evalsha(1, a.keyArg, a.token, a.newToken, a.ttl, ch, msg, a.guard, n.markerArg(a.key), k.arg(), a.trusted, a.remote)), v[:], "hand-off")
 	if err != nil {
 		return 0, 0, memory{}, err
 	}

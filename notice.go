@@ -1,5 +1,6 @@
-// The notices the scripts publish when a key is taken or released: their
-// channel and format.
+// The notices on a key's channel: the scripts' when a key is taken, handed
+// over or released, and a waiter's when it asks for the key; their channel
+// and format.
 
 package redlock
 
@@ -11,6 +12,7 @@ import (
 const (
 	noticePrefix = "redlock:notices:"
 	maxAge       = 1 << 16 // in a notice; more is not a notice of ours
+	maxWantTTL   = 1<<31 - 1 // in a wanted notice, in milliseconds (24 days)
 )
 
 // noticeChannel is the pub/sub channel on which key's releases and
@@ -18,31 +20,41 @@ const (
 func noticeChannel(key string) string { return noticePrefix + key }
 
 const (
-	acquiredNotice = "acquired"
-	releasedNotice = "released"
+	acquiredNotice = "acquired" // a master gave the key to the token
+	releasedNotice = "released" // a master deleted the token's key
+	handedNotice   = "handed"   // a master replaced a valid holder's token with the client's waiter's (wants.go)
+	wantedNotice   = "wanted"   // the client's waiter asks for the key for the token, for n milliseconds; 0: no more
 )
 
 // A notice is a message the scripts publish when they change the key; the
 // zero notice publishes nothing.
 type notice struct{ channel, message string }
 
-// newNotice is the notice the nodes publish when they grant (kind
-// acquiredNotice) or release key for token, on behalf of the Client whose
-// id is client; age is how many releases the acquiring waiter had seen go
-// to others.
-func newNotice(kind, key, client, token string, age int) notice {
-	return notice{noticeChannel(key), kind + " " + client + " " + token + " " + strconv.Itoa(age)}
+// newNotice is the notice of kind about key and token, on behalf of the
+// Client whose id is client. n is, for a wanted notice, the TTL asked for,
+// in milliseconds; for the others, how many releases the acquiring waiter
+// had seen go to others (its age).
+func newNotice(kind, key, client, token string, n int) notice {
+	return notice{noticeChannel(key), kind + " " + client + " " + token + " " + strconv.Itoa(n)}
 }
 
 // parseNotice splits a notice; ok is false for anything else.
-func parseNotice(msg string) (kind, client, token string, age int, ok bool) {
+func parseNotice(msg string) (kind, client, token string, n int, ok bool) {
 	f := strings.Fields(msg)
-	if len(f) != 4 || (f[0] != acquiredNotice && f[0] != releasedNotice) {
+	if len(f) != 4 {
 		return "", "", "", 0, false
 	}
-	age, err := strconv.Atoi(f[3])
-	if err != nil || age < 0 || age > maxAge || strconv.Itoa(age) != f[3] {
+	limit := maxAge
+	switch f[0] {
+	case acquiredNotice, releasedNotice, handedNotice:
+	case wantedNotice:
+		limit = maxWantTTL
+	default:
 		return "", "", "", 0, false
 	}
-	return f[0], f[1], f[2], age, true
+	n, err := strconv.Atoi(f[3])
+	if err != nil || n < 0 || n > limit || strconv.Itoa(n) != f[3] {
+		return "", "", "", 0, false
+	}
+	return f[0], f[1], f[2], n, true
 }

@@ -33,6 +33,7 @@ type turnQueue[T any] struct {
 // the previous holder.
 type turnWaiter[T any] struct {
 	ttl    time.Duration // the TTL the waiter asked for
+	at     time.Time     // when it queued
 	served chan *T       // buffered: serving never blocks
 }
 
@@ -51,7 +52,7 @@ func (t *turns[T]) take(ctx context.Context, key string, ttl time.Duration) (pas
 		t.mu.Unlock()
 		return t.passer(key), nil, false, nil
 	}
-	me := &turnWaiter[T]{ttl: ttl, served: make(chan *T, 1)}
+	me := &turnWaiter[T]{ttl: ttl, at: time.Now(), served: make(chan *T, 1)}
 	q.waiters = append(q.waiters, me)
 	t.mu.Unlock()
 
@@ -97,6 +98,16 @@ func (t *turns[T]) claim(key string) *turnWaiter[T] {
 	w := q.waiters[0]
 	q.waiters = q.waiters[1:]
 	return w
+}
+
+// headSince returns when key's next waiter queued, if one does.
+func (t *turns[T]) headSince(key string) (time.Time, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if q := t.q[key]; q != nil && len(q.waiters) > 0 {
+		return q.waiters[0].at, true
+	}
+	return time.Time{}, false
 }
 
 // passer returns the idempotent function that hands key's turn to the next

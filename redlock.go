@@ -38,6 +38,7 @@ type Client struct {
 	wk    *waker       // notices for waiters
 
 	longestTTL atomic.Int64 // the longest TTL used or heard of, for the restart guard
+	wantNode   atomic.Int64 // turns the node a want is published on (wants.go)
 }
 
 // New returns a Client over nodes, which must be independent masters (not

@@ -35,6 +35,10 @@ func (c *Client) wait(ctx context.Context, key string, ttl time.Duration, backOf
 			err = lp.awaitRelease()
 		case jitterFirst:
 			err = lp.awaitSlot()
+		case handedOver:
+			if l, err = lp.takeHanded(); l == nil && err == nil {
+				lp.waitForRelease()
+			}
 		}
 		if l != nil || err != nil {
 			return l, err
@@ -43,14 +47,17 @@ func (c *Client) wait(ctx context.Context, key string, ttl time.Duration, backOf
 }
 
 // A waitLoop is one Lock call's attempts and the waits between them, a
-// machine of three states (approach):
+// machine of four states (approach):
 //
 //   - attemptNow: make an attempt; on failure, arm the backoff timer and
 //     wait for a release (waitFirst).
-//   - waitFirst: wait for the timer, then attempt; or for a release notice,
-//     then draw a contention delay (jitterFirst).
+//   - waitFirst: ask holders of other Clients for the key (wants.go); wait
+//     for the timer, then attempt; or for a release notice, then draw a
+//     contention delay (jitterFirst).
 //   - jitterFirst: wait out the contention delay, then attempt; or stand
 //     down when another waiter takes the key first (waitFirst).
+//   - handedOver: a holder handed the key to this waiter's want: take the
+//     lock, or wait again (waitFirst).
 //
 // The key's watch (its notices) is nil until the first failed attempt,
 // unless the Client watched the key already: uncontended locks subscribe to
@@ -69,6 +76,7 @@ type waitLoop struct {
 	age     int             // releases seen go to other waiters
 	delayed bool            // the next attempt follows a contention delay
 	last    error           // the last attempt decided without ctx ending
+	want    *wantOut        // this call's announcement to other Clients' holders; nil: none
 }
 
 // newWaitLoop starts the machine where what the Client knows of key says:
@@ -85,16 +93,30 @@ func (c *Client) newWaitLoop(ctx context.Context, key string, ttl time.Duration,
 	case jitterFirst:
 		lp.arm(lp.w.delay(0))
 	case waitFirst:
-		lp.arm(c.cfg.backoff(lp.fails))
+		lp.waitForRelease()
 	}
 	return lp
 }
 
-// stop releases the timer and the watch.
+// waitForRelease arms the backoff timer, asks for the key (wants.go), and
+// waits (waitFirst).
+func (lp *waitLoop) waitForRelease() {
+	lp.state = waitFirst
+	if lp.want != nil {
+		lp.arm(lp.c.cfg.retryMax) // the holder hands over without it: it is for lost notices
+	} else {
+		lp.arm(lp.c.cfg.backoff(lp.fails))
+	}
+	lp.announce()
+}
+
+// stop withdraws the call's want, unless its lock came of it, and releases
+// the timer and the watch.
 func (lp *waitLoop) stop() {
 	if lp.timer != nil {
 		lp.timer.Stop()
 	}
+	lp.withdraw()
 	lp.w.close()
 }
 
@@ -111,6 +133,11 @@ func (lp *waitLoop) arm(d time.Duration) {
 // attempt makes one acquisition round. It returns the lock, or the error
 // that ends the call, or neither: then the machine waits (waitFirst).
 func (lp *waitLoop) attempt() (*Lock, error) {
+	if !lp.delayed { // the timer fired: a hand-off's notices may have been lost
+		if l, err := lp.probe(); l != nil || err != nil {
+			return l, err
+		}
+	}
 	lp.events = lp.w.events() // taken before the attempt: one during it counts
 	began := time.Now()
 	l, err := lp.c.attempt(lp.ctx, lp.key, lp.ttl, lp.age)
@@ -139,21 +166,24 @@ func (lp *waitLoop) attempt() (*Lock, error) {
 		lp.events = lp.w.events()
 	}
 	lp.w.attempted(took, lp.delayed, true)
-	lp.arm(lp.c.cfg.backoff(lp.fails))
+	lp.waitForRelease()
 	lp.fails++
-	lp.state, lp.delayed = waitFirst, false
+	lp.delayed = false
 	return nil, nil
 }
 
-// awaitRelease waits for the backoff timer (then attempt) or a release
-// notice (then a contention delay).
+// awaitRelease waits for the backoff timer (then attempt), a hand-off to
+// its want, or a release notice (then a contention delay).
 func (lp *waitLoop) awaitRelease() error {
-	fired, err := lp.sleep()
+	lp.announce() // once subscribed, then again every wantRefresh
+	woke, err := lp.sleep()
 	switch {
 	case err != nil:
 		return err
-	case fired:
+	case woke == fired:
 		lp.state = attemptNow
+	case woke == handed:
+		lp.state = handedOver
 	case lp.w.latest() == released:
 		lp.age++
 		lp.arm(lp.w.delay(lp.age))
@@ -165,33 +195,50 @@ func (lp *waitLoop) awaitRelease() error {
 // awaitSlot waits out the contention delay after a release (then attempt),
 // unless another waiter takes the key first (then back off and wait).
 func (lp *waitLoop) awaitSlot() error {
-	fired, err := lp.sleep()
+	woke, err := lp.sleep()
 	switch {
 	case err != nil:
 		return err
-	case fired:
+	case woke == fired:
 		lp.state, lp.delayed = attemptNow, true
+	case woke == handed:
+		lp.state = handedOver
 	case lp.w.latest() == taken:
 		lp.w.stoodDown()
-		lp.arm(lp.c.cfg.backoff(lp.fails))
-		lp.state = waitFirst
+		lp.waitForRelease()
 	}
 	return nil
 }
 
-// sleep waits for the timer (fired) or the key's next notice, or returns
-// the call's error when ctx ends or the Client is closed.
-func (lp *waitLoop) sleep() (fired bool, err error) {
+// A wake is what ended a sleep.
+type wake int
+
+const (
+	fired   wake = iota // the timer
+	noticed             // the key's next notice
+	handed              // a majority of nodes handed the key to this call's want
+)
+
+// sleep waits for the timer, the key's next notice or a hand-off to the
+// call's want, or returns the call's error when ctx ends or the Client is
+// closed.
+func (lp *waitLoop) sleep() (wake, error) {
+	var handOff <-chan struct{}
+	if lp.want != nil {
+		handOff = lp.want.handed
+	}
 	select {
 	case <-lp.timer.C:
-		return true, nil
+		return fired, nil
+	case <-handOff:
+		return handed, nil
 	case <-lp.events:
 		lp.events = lp.w.events()
-		return false, nil
+		return noticed, nil
 	case <-lp.ctx.Done():
-		return false, waitFailed(lp.ctx, lp.key, lp.last)
+		return 0, waitFailed(lp.ctx, lp.key, lp.last)
 	case <-lp.c.closing:
-		return false, fmt.Errorf("%w: %q: %w while waiting", ErrNotObtained, lp.key, ErrClosed)
+		return 0, fmt.Errorf("%w: %q: %w while waiting", ErrNotObtained, lp.key, ErrClosed)
 	}
 }
 

@@ -13,9 +13,12 @@ import (
 // it did. No exported option reaches them. A Client's config holds one,
 // never nil, shared by its copies.
 type testHooks struct {
-	noQueue   bool          // no per-key FIFO of local waiters
-	noHandOff bool          // Unlock never passes a lock straight to a local waiter
-	linger    time.Duration // a key's subscription linger; 0: subscriptionLinger
+	noQueue         bool          // no per-key FIFO of local waiters
+	noHandOff       bool          // Unlock never passes a lock straight to a waiter
+	noRemoteHandOff bool          // nor to another Client's: waiters announce nothing (wants.go)
+	linger          time.Duration // a key's subscription linger; 0: subscriptionLinger
 
-	handOffs atomic.Int64 // locks Unlock passed straight to a local waiter
+	handOffs       atomic.Int64 // locks Unlock passed straight to a local waiter
+	remoteHandOffs atomic.Int64 // locks Unlock passed straight to another Client's waiter
+	handedLocks    atomic.Int64 // locks a waiter of this Client got from another's hand-off
 }

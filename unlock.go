@@ -55,16 +55,21 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	}
 	defer c.bg.Done()
 	var lost *handOffCalls // what a hand-off that ran first and lost left
-	if next := l.handOffTarget(u); next != nil {
-		ho := l.handOff(ctx, next, u.ttl)
+	if to := l.recipient(u); to != (recipient{}) {
+		ho := l.handOff(ctx, to, u.ttl)
 		if ho.handed {
+			if to.local == nil {
+				u.pass() // the lock went to another Client: the turn stays here
+			}
 			if ho.decided.Before(u.until) {
 				return nil
 			}
 			return fmt.Errorf("%w: %q: handed to the next waiter after the validity ended", ErrNotHeld, l.key)
 		}
 		lost = ho.lost
-		u.pass = func() { next.serve(nil) } // the turn alone, after the deletes
+		if to.local != nil {
+			u.pass = func() { to.local.serve(nil) } // the turn alone, after the deletes
+		}
 	}
 	defer u.pass() // the next local waiter tries once the deletes are decided
 	r := l.release(ctx, u.ttl, lost)
@@ -104,15 +109,6 @@ func (l *Lock) markReleased() (unlocking, error) {
 		return unlocking{}, fmt.Errorf("%w: %q was found lost by Extend, which released it", ErrNotHeld, l.key)
 	}
 	return u, nil
-}
-
-// handOffTarget claims the Client's next local waiter for the key from the
-// queue when Unlock may hand it the lock; nil otherwise.
-func (l *Lock) handOffTarget(u unlocking) *turnWaiter[Lock] {
-	if !u.hasTurn || !l.c.mayHandOff(l.key, u.until) {
-		return nil
-	}
-	return l.c.turns.claim(l.key)
 }
 
 // release is Unlock's round: on every node, the release script deletes the

@@ -232,33 +232,88 @@ func (w *waker) send(s *nodeSub) {
 	}
 }
 
-// receive folds node s's notices into the watches, until the PubSub is
-// closed.
+// receive folds node s's notices, and the confirmations of its
+// subscriptions, into the watches, until the PubSub is closed.
 func (w *waker) receive(s *nodeSub) {
-	for msg := range s.ps.Channel() {
-		key, ok := strings.CutPrefix(msg.Channel, noticePrefix)
-		if !ok {
-			continue
+	for m := range s.ps.ChannelWithSubscriptions() {
+		switch m := m.(type) {
+		case *redis.Subscription:
+			w.confirmed(s.index, m)
+		case *redis.Message:
+			w.notice(s.index, m)
 		}
-		kind, client, token, age, ok := parseNotice(msg.Payload)
-		if !ok {
-			continue
+	}
+}
+
+// confirmed records that node confirmed a subscription, or its end; once a
+// majority confirmed, the key's waiters are woken (they may announce
+// themselves: wants.go).
+func (w *waker) confirmed(node int, m *redis.Subscription) {
+	key, ok := strings.CutPrefix(m.Channel, noticePrefix)
+	if !ok {
+		return
+	}
+	on := m.Kind == "subscribe"
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	kw := w.keys[key]
+	if kw == nil {
+		return
+	}
+	if kw.subs == nil {
+		kw.subs = make([]bool, len(w.nodes))
+	}
+	if kw.subs[node] == on {
+		return
+	}
+	kw.subs[node] = on
+	if !on {
+		kw.nsubs--
+		return
+	}
+	if kw.nsubs++; kw.nsubs == w.cfg.quorum {
+		kw.wake()
+	}
+}
+
+// notice folds one notice of node into its key's watch.
+func (w *waker) notice(node int, msg *redis.Message) {
+	key, ok := strings.CutPrefix(msg.Channel, noticePrefix)
+	if !ok {
+		return
+	}
+	kind, client, token, n, ok := parseNotice(msg.Payload)
+	if !ok {
+		return
+	}
+	foreign := client != w.cfg.id
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	kw := w.keys[key]
+	if kw == nil {
+		return
+	}
+	if foreign {
+		kw.othersAt = time.Now()
+	}
+	switch kind {
+	case wantedNotice:
+		if foreign {
+			kw.wanted(client, token, time.Duration(n)*time.Millisecond, time.Now())
 		}
-		foreign := client != w.cfg.id
-		w.mu.Lock()
-		if kw := w.keys[key]; kw != nil {
-			if foreign {
-				kw.othersAt = time.Now()
-			}
-			switch {
-			case kind == releasedNotice:
-				kw.event(released, foreign, token)
-			case kw.vote(token, s.index, len(w.nodes)) == w.cfg.quorum && !kw.wasReleased(token):
-				kw.depth += (float64(age) - kw.depth) / 4
-				kw.event(taken, foreign, token)
-			}
+		return
+	case releasedNotice:
+		kw.event(released, foreign, token)
+		return
+	case handedNotice:
+		kw.served(token)
+		if !foreign {
+			kw.handed(token, node, w.cfg.quorum)
 		}
-		w.mu.Unlock()
+	}
+	if kw.vote(token, node, len(w.nodes)) == w.cfg.quorum && !kw.wasReleased(token) {
+		kw.depth += (float64(n) - kw.depth) / 4
+		kw.event(taken, foreign, token)
 	}
 }
 

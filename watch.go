@@ -41,6 +41,11 @@ type keyWatch struct {
 	votes    [8]tokenVotes // nodes that announced each recent acquisition
 	nextVote int
 
+	wants   []*want              // other Clients' waiters that asked for the key (wants.go)
+	expects map[string]*expected // this Client's waiters' announced tokens
+	subs    []bool               // nodes where the subscription to the key is confirmed
+	nsubs   int
+
 	round  time.Duration // attempt duration, moving average
 	factor float64       // a slot is factor × round
 	depth  float64       // the age at which waiters lately won the key
@@ -182,6 +187,11 @@ func (kw *keyWatch) event(e event, foreign bool, token string) {
 		kw.holder = token
 	}
 	kw.latest, kw.foreign = e, foreign
+	kw.wake()
+}
+
+// wake wakes the key's waiters, to look at what they know again.
+func (kw *keyWatch) wake() {
 	close(kw.ch)
 	kw.ch = make(chan struct{})
 }
@@ -225,4 +235,5 @@ const (
 	attemptNow  approach = iota // no contention known: try at once
 	jitterFirst                 // just released, others are waiting: draw a delay
 	waitFirst                   // another Client holds it: wait for the release
+	handedOver                  // a hand-off gave the call's want the key (wants.go)
 )

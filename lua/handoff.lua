@@ -20,6 +20,11 @@
 -- the holder's key since the holder's own round set it, within a lock that
 -- kept every other holder out, so it has forgotten no lock that matters,
 -- and the marker already records a TTL at least as long. See handoff.go.
+--
+-- When ARGV[10] is '1', ARGV[2] is a waiter of another client (wants.go),
+-- which counts the notices to learn that it holds the key: the script then
+-- only replaces ARGV[1]'s key (a free key is left alone, state 0) and
+-- always publishes when it does, so that a notice means a replacement.
 local cur = redis.pcall('GET', KEYS[1])
 local age, longest, born = -1, 0, 0
 if not (ARGV[9] == '1' and ours(cur, ARGV[1])) then
@@ -28,12 +33,13 @@ end
 if ours(cur, ARGV[2]) then
   return {1, 0, age, longest, born}
 end
-if not ours(cur, ARGV[1]) and cur ~= false then
+local remote = ARGV[10] == '1'
+if not ours(cur, ARGV[1]) and (cur ~= false or remote) then
   return {0, 0, age, longest, born}
 end
 redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
 local receivers = 0
-if ARGV[4] ~= '' and cur ~= ARGV[1] then
+if ARGV[4] ~= '' and (cur ~= ARGV[1] or remote) then
   receivers = redis.pcall('PUBLISH', ARGV[4], ARGV[5])
   if type(receivers) == 'table' and receivers.err then
     receivers = -1

@@ -1,0 +1,371 @@
+// Waiters that ask other Clients' holders for the key, and holders that
+// hand it to them: one round per turn across processes.
+
+package redlock
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Across processes, a turn would otherwise cost a release round, a notice,
+// and the waiters' acquisition rounds, of which all but one lose and roll
+// back. Instead:
+//
+//   - A waiter that finds the key held by another Client announces itself:
+//     it publishes "wanted <client> <token> <ttl>" on the key's notice
+//     channel, on one node, with a token it drew for the purpose. Every
+//     Client that watches the key hears it, and keeps the want, one per
+//     Client, for wantFresh; the waiter repeats it every wantRefresh while
+//     it waits.
+//   - A holder's Unlock hands the lock to the waiter that asked first, of
+//     any Client (handoff.go): the hand-off script replaces the holder's
+//     token with the waiter's, and publishes "handed <client> <token>" on
+//     each node where it did, and nowhere else.
+//   - The waiter counts those notices. Once a majority of nodes sent one, it
+//     holds the lock: every one of those nodes replaced a lock that was
+//     valid when the hand-off began, so none has forgotten a lock that
+//     matters there (see trustedHandOff), and each set the waiter's key
+//     after the waiter announced itself: the key lives at least the TTL
+//     from the announcement. So the waiter's validity is counted from the
+//     moment it sent its first announcement, like an acquisition's from the
+//     round's start. When a long wait has eaten half of it, the waiter first
+//     confirms the lock with an extension round, counted from that round's
+//     start.
+//
+// The waiter's token is its own to release. The holder never rolls it
+// back, even when its round reached no majority in time: the notices are
+// the facts the waiter acts on, and a release the waiter cannot see coming
+// would take keys from under it. A waiter that gives up (ctx, Close, or it
+// took the key by an attempt of its own) withdraws its want ("wanted …
+// 0"), and releases its token where a hand-off may have put it. A waiter
+// that dies while a holder hands it the key costs that key its TTL, as a
+// holder that dies does.
+//
+// A waiter that hears nothing keeps its backoff timer: a lost announcement
+// or lost notices cost a wait, never safety. While its want is out, the
+// timer runs at the longest backoff (the holder hands over without it), and
+// when it fires the waiter asks the nodes whether its token holds the key
+// (an extension round, which sets nothing where it does not), then makes an
+// attempt of its own with a fresh token.
+
+const (
+	// wantRefresh is how often a waiter repeats its want.
+	wantRefresh = time.Second
+	// wantFresh is how long a holder keeps a want it heard, since its last
+	// repetition.
+	wantFresh = 3 * wantRefresh
+)
+
+// A want is a waiter of another Client that asked for a key.
+type want struct {
+	client, token string
+	ttl           time.Duration
+	at            time.Time // when its token was first heard: its place in line
+	seen          time.Time // when it was last heard
+}
+
+// expected is one of this Client's announced tokens: which nodes handed
+// the key to it.
+type expected struct {
+	nodes []bool
+	n     int
+	won   chan struct{} // closed once a majority did
+}
+
+// wanted records another Client's want heard at now: a new token takes that
+// Client's place in line, a repetition keeps it, ttl 0 withdraws it.
+func (kw *keyWatch) wanted(client, token string, ttl time.Duration, now time.Time) {
+	for i, w := range kw.wants {
+		if w.client != client {
+			continue
+		}
+		if ttl > 0 && w.token == token {
+			w.seen = now
+			return
+		}
+		kw.wants = append(kw.wants[:i], kw.wants[i+1:]...)
+		break
+	}
+	if ttl > 0 {
+		kw.wants = append(kw.wants, &want{client: client, token: token, ttl: ttl, at: now, seen: now})
+	}
+}
+
+// served drops the want of token: a node handed it the key.
+func (kw *keyWatch) served(token string) {
+	for i, w := range kw.wants {
+		if w.token == token {
+			kw.wants = append(kw.wants[:i], kw.wants[i+1:]...)
+			return
+		}
+	}
+}
+
+// fresh drops the wants not repeated for wantFresh and returns the rest.
+func (kw *keyWatch) fresh(now time.Time) []*want {
+	kept := kw.wants[:0]
+	for _, w := range kw.wants {
+		if now.Sub(w.seen) < wantFresh {
+			kept = append(kept, w)
+		}
+	}
+	clear(kw.wants[len(kept):])
+	kw.wants = kept
+	return kept
+}
+
+// handed counts node's notice that it handed the key to this Client's
+// token.
+func (kw *keyWatch) handed(token string, node, quorum int) {
+	e := kw.expects[token]
+	if e == nil || e.nodes[node] {
+		return
+	}
+	e.nodes[node] = true
+	if e.n++; e.n == quorum {
+		close(e.won)
+	}
+}
+
+// claimWant returns the want that asked first, if it asked before since (a
+// local waiter's arrival; zero: there is none), and forgets it; nil if
+// there is none.
+func (w *waker) claimWant(key string, since time.Time) *want {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	kw := w.keys[key]
+	if kw == nil {
+		return nil
+	}
+	var first *want
+	for _, x := range kw.fresh(time.Now()) {
+		if first == nil || x.at.Before(first.at) {
+			first = x
+		}
+	}
+	if first == nil || (!since.IsZero() && !first.at.Before(since)) {
+		return nil
+	}
+	kw.served(first.token)
+	return first
+}
+
+// wantsKnown reports whether other Clients' waiters announce themselves for
+// key: their wants are in line with this Client's own waiters.
+func (w *waker) wantsKnown(key string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	kw := w.keys[key]
+	return kw != nil && len(kw.fresh(time.Now())) > 0
+}
+
+// handedOver records this Client's hand-off of key to another Client's
+// waiter, before the nodes' notices come back: the key is taken, so that
+// this Client's next waiter asks for it instead of making an attempt.
+func (w *waker) handedOver(key string, to *want) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if kw := w.keys[key]; kw != nil {
+		kw.event(taken, true, to.token)
+	}
+}
+
+// expect starts counting the nodes that hand key to token, and returns the
+// channel closed once a majority did.
+func (h *watcher) expect(token string) <-chan struct{} {
+	h.w.mu.Lock()
+	defer h.w.mu.Unlock()
+	if h.kw.expects == nil {
+		h.kw.expects = map[string]*expected{}
+	}
+	e := &expected{nodes: make([]bool, len(h.w.nodes)), won: make(chan struct{})}
+	h.kw.expects[token] = e
+	return e.won
+}
+
+// unexpect stops counting for token, and reports whether any node handed
+// the key to it.
+func (h *watcher) unexpect(token string) (heard bool) {
+	h.w.mu.Lock()
+	defer h.w.mu.Unlock()
+	e := h.kw.expects[token]
+	delete(h.kw.expects, token)
+	return e != nil && e.n > 0
+}
+
+// subscribed reports whether the subscription to key's notices is confirmed
+// on a majority of nodes, which a waiter needs to count their hand-offs.
+func (h *watcher) subscribed() bool {
+	h.w.mu.Lock()
+	defer h.w.mu.Unlock()
+	return h.kw.nsubs >= h.w.cfg.quorum
+}
+
+// A wantOut is a waiter's announcement: its token, and when it was first
+// and last sent.
+type wantOut struct {
+	token      string
+	first, at  time.Time
+	handed     <-chan struct{} // closed once a majority of nodes handed the key to token
+	lockedWith bool            // the waiter's lock holds token
+}
+
+// announce sends, or repeats every wantRefresh, the waiter's want of the
+// key, when the Client may hand locks to other Clients' waiters and its
+// subscription can hear the hand-off. A want that no node took is dropped.
+func (lp *waitLoop) announce() {
+	c := lp.c
+	if lp.w == nil || c.cfg.test.noRemoteHandOff || c.noticesOff() || !lp.w.subscribed() {
+		return
+	}
+	if lp.want != nil && time.Since(lp.want.at) < wantRefresh {
+		return
+	}
+	if lp.want == nil {
+		id, err := uuid.NewRandom()
+		if err != nil {
+			return
+		}
+		token := id.String()
+		lp.want = &wantOut{token: token, handed: lp.w.expect(token)}
+	}
+	now := time.Now()
+	if !c.publishWant(lp.ctx, lp.key, lp.want.token, lp.ttl, lp.ttl) && lp.want.first.IsZero() {
+		lp.w.unexpect(lp.want.token)
+		lp.want = nil
+		return
+	}
+	if lp.want.first.IsZero() {
+		lp.want.first = now
+		lp.arm(c.cfg.retryMax) // as waitForRelease
+	}
+	lp.want.at = now
+}
+
+// publishWant publishes a waiter's want of key for token and ttl (0:
+// withdrawn) on one node, the next in turn that takes it, each under the
+// node deadline of a lock of lockTTL; false when none did.
+func (c *Client) publishWant(ctx context.Context, key, token string, ttl, lockTTL time.Duration) bool {
+	msg := newNotice(wantedNotice, key, c.id, token, int(ttl.Milliseconds()))
+	first := int(c.wantNode.Add(1))
+	for i := range c.nodes {
+		n := c.nodes[(first+i)%len(c.nodes)]
+		if n.refusesNotices() {
+			continue
+		}
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.nodeTimeout(lockTTL))
+		err := n.client.Publish(pctx, msg.channel, msg.message).Err()
+		cancel()
+		if err == nil {
+			return true
+		}
+		if strings.HasPrefix(err.Error(), "NOPERM") { // an ACL user without channel rights
+			n.refusedNotice()
+		}
+	}
+	return false
+}
+
+// takeHanded makes the lock a hand-off gave the waiter's want: valid from
+// the want's first announcement, or, when less than half the TTL is left of
+// that, confirmed by an extension round and valid from its start. nil when
+// the confirmation did not hold: the waiter's token is released, and the
+// waiter waits on.
+func (lp *waitLoop) takeHanded() (*Lock, error) {
+	c, a := lp.c, lp.want
+	lp.w.unexpect(a.token)
+	lp.want = nil
+	l := c.handedLock(lp.key, a.token, lp.ttl)
+	if validity(lp.ttl, time.Since(a.first), c.cfg.driftFactor) >= lp.ttl/2 {
+		l.startValidity(a.first)
+		c.cfg.test.handedLocks.Add(1)
+		return l, nil
+	}
+	won, err := lp.confirm(l)
+	if won || err != nil {
+		return l, err
+	}
+	l.abandon(lp.ttl)
+	return nil, nil
+}
+
+// handedLock is a lock that a hand-off may have given token, before its
+// validity starts: our token may be on every node, so Extend and Unlock ask
+// them all.
+func (c *Client) handedLock(key, token string, ttl time.Duration) *Lock {
+	l := &Lock{c: c, key: key, token: token, ttl: ttl, shortest: ttl, holds: newHolds(len(c.nodes))}
+	for _, h := range l.holds {
+		h.finish(true, nil)
+	}
+	return l
+}
+
+// confirm asks every node whether l's token holds the key, lengthening it
+// to the TTL where it does (an extension round, which sets nothing where it
+// does not): won when a majority does, and l is then valid from the round's
+// start.
+func (lp *waitLoop) confirm(l *Lock) (won bool, err error) {
+	c := lp.c
+	if err := c.enter(); err != nil {
+		return false, err
+	}
+	defer c.bg.Done()
+	start := time.Now()
+	args := newRoundArgs(lp.key, l.token, lp.ttl, notice{}, c.guard(lp.ttl) > 0)
+	r := c.fanOut(lp.ctx, "confirm", lp.key, c.deadline(start, lp.ttl), nil, lp.ttl, func(ctx context.Context, n *node) (ballot, error) {
+		return n.extend(ctx, args, 0)
+	})
+	if !l.won(r) {
+		return false, nil
+	}
+	c.cfg.test.handedLocks.Add(1)
+	return true, nil
+}
+
+// probe, when the backoff timer fires while the waiter's want is out, asks
+// the nodes whether a hand-off gave the key to the want's token with
+// notices this Client did not hear (its subscription was down, or not yet
+// up on a node): the lock, or nil. It releases nothing: a hand-off may be
+// on its way still.
+func (lp *waitLoop) probe() (*Lock, error) {
+	a := lp.want
+	if a == nil || a.first.IsZero() {
+		return nil, nil
+	}
+	l := lp.c.handedLock(lp.key, a.token, lp.ttl)
+	if won, err := lp.confirm(l); !won || err != nil {
+		return nil, err
+	}
+	lp.w.unexpect(a.token)
+	lp.want = nil
+	return l, nil
+}
+
+// withdraw, when the waiter's call ends without the lock its want asked
+// for, tells the holders to forget the want, and releases its token where a
+// hand-off may have put it, in the background.
+func (lp *waitLoop) withdraw() {
+	a := lp.want
+	if a == nil {
+		return
+	}
+	lp.want = nil
+	heard := lp.w.unexpect(a.token)
+	c := lp.c
+	if err := c.enter(); err != nil {
+		return // Close: held locks stay too
+	}
+	go func() {
+		defer c.bg.Done()
+		c.publishWant(context.Background(), lp.key, a.token, 0, lp.ttl)
+		if heard {
+			for _, n := range c.nodes {
+				c.releaseNode(n, lp.key, a.token, lp.ttl)
+			}
+		}
+	}()
+}
