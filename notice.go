@@ -11,7 +11,7 @@ import (
 
 const (
 	noticePrefix = "redlock:notices:"
-	maxAge       = 1 << 16 // in a notice; more is not a notice of ours
+	maxAge       = 1 << 16   // in a notice; more is not a notice of ours
 	maxWantTTL   = 1<<31 - 1 // in a wanted notice, in milliseconds (24 days)
 )
 

@@ -1,0 +1,367 @@
+// Hand-offs across Clients: what a turn costs, when the waiter's lock is
+// valid, and what happens when the waiter gives up, waits long, or misses
+// the notices.
+
+package redlock
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redlock-go/redlock/internal/chaos"
+)
+
+// watching makes c watch key, as a Client does once it waited for it, so
+// that it hears other Clients' wants; the watch ends with the test.
+func watching(t *testing.T, c *Client, key string) {
+	h := c.wk.watch(key)
+	t.Cleanup(h.close)
+}
+
+// wantKnown waits until holder's Client has heard n wants of key.
+func wantKnown(t *testing.T, holder *Client, key string, n int) {
+	t.Helper()
+	within(t, scaled(5*time.Second), "the want", func() bool {
+		for len(wantsOf(holder, key)) < n {
+			time.Sleep(time.Millisecond) // the waker has no signal for tests
+		}
+		return true
+	})
+}
+
+// wantsOf returns the tokens of the wants c keeps for key, as they are
+// (stale ones too: nothing prunes them here).
+func wantsOf(c *Client, key string) []string {
+	c.wk.mu.Lock()
+	defer c.wk.mu.Unlock()
+	var out []string
+	if kw := c.wk.keys[key]; kw != nil {
+		for _, w := range kw.wants {
+			out = append(out, w.token)
+		}
+	}
+	return out
+}
+
+// TestHandOffToAnotherClientCostsOneRoundAndNoRelease: the holder's Unlock
+// gives the key to the waiting Client's announced token in one round of
+// EVALSHA, GET, SET and PUBLISH per master; no release, no acquisition
+// round, no attempt by the waiter. Its lock is valid from before it
+// announced itself, not from the hand-off.
+func TestHandOffToAnotherClientCostsOneRoundAndNoRelease(t *testing.T) {
+	r := startReal(t, 5)
+	h, w := r.client(), r.client()
+	watching(t, h, "k")
+	holder, err := h.Lock(bg, "k", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range r.admin {
+		if err := handoffScript.Load(bg, a).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res := tryLockAsync(w, "k", time.Minute)
+	wantKnown(t, h, "k", 1)
+	known := time.Now() // the want was sent before
+	token := wantsOf(h, "k")[0]
+	time.Sleep(50 * time.Millisecond) // a hold: the hand-off comes later than the want
+	start := serverCalls(t, r)
+	if err := holder.Unlock(bg); err != nil {
+		t.Fatalf("Unlock: %v", err)
+	}
+	got := <-res
+	if got.err != nil {
+		t.Fatalf("the waiter's Lock: %v", got.err)
+	}
+	calls := serverCalls(t, r)
+	for name, n := range start {
+		if calls[name] -= n; calls[name] == 0 {
+			delete(calls, name)
+		}
+	}
+	if got.l.Token() != token {
+		t.Fatalf("the waiter's lock holds %q, want its announced token %q", got.l.Token(), token)
+	}
+	if h.cfg.test.remoteHandOffs.Load() != 1 || w.cfg.test.handedLocks.Load() != 1 {
+		t.Fatalf("remote hand-offs %d, handed locks %d; want 1 and 1", h.cfg.test.remoteHandOffs.Load(), w.cfg.test.handedLocks.Load())
+	}
+	want := map[string]int64{"evalsha": 5, "get": 5, "set": 5, "publish": 5}
+	if fmt.Sprint(calls) != fmt.Sprint(want) {
+		t.Fatalf("the turn ran %v on the masters, want %v", calls, want)
+	}
+	if limit := known.Add(time.Minute - drift(time.Minute, DefaultDriftFactor)); got.l.Until().After(limit) {
+		t.Fatalf("the handed lock is valid %v past its announcement's TTL: validity counted from the hand-off", got.l.Until().Sub(limit))
+	}
+	if n := r.count("k", token); n != 5 {
+		t.Fatalf("the waiter's token is on %d of 5 masters", n)
+	}
+	if err := got.l.Unlock(bg); err != nil {
+		t.Fatal(err)
+	}
+	settle(w)
+	if n := r.count("k", ""); n != 5 {
+		t.Fatalf("the handed lock's Unlock left the key on %d masters", 5-n)
+	}
+}
+
+// TestHandOffToAnotherClientLeavesFreeMastersFree: a master where the
+// holder's key is gone (expired, or lost with the master's data) is left
+// alone by a hand-off to another Client's waiter, and sends it no notice:
+// the waiter counts notices as replacements of a valid lock, which need no
+// look at the master's memory, and a free key is not one.
+func TestHandOffToAnotherClientLeavesFreeMastersFree(t *testing.T) {
+	r := startReal(t, 5)
+	h, w := r.client(), r.client()
+	watching(t, h, "k")
+	holder, err := h.Lock(bg, "k", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := tryLockAsync(w, "k", time.Minute)
+	wantKnown(t, h, "k", 1)
+	token := wantsOf(h, "k")[0]
+	for _, a := range r.admin[3:] {
+		if err := a.Del(bg, "k").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := holder.Unlock(bg); err != nil {
+		t.Fatal(err)
+	}
+	got := <-res
+	if got.err != nil || got.l.Token() != token {
+		t.Fatalf("the waiter: %v", got.err)
+	}
+	defer got.l.Unlock(bg)
+	settle(h)
+	if v := r.values("k"); v[3] != "" || v[4] != "" || r.count("k", token) != 3 {
+		t.Fatalf("after the hand-off: %q; want the waiter's token where the holder's was, nothing on 3 and 4", v)
+	}
+}
+
+// tryLockAsync calls c.Lock(bg, key, ttl) in the background.
+func tryLockAsync(c *Client, key string, ttl time.Duration) <-chan lockResult {
+	res := make(chan lockResult, 1)
+	go func() {
+		l, err := c.Lock(bg, key, ttl)
+		res <- lockResult{l, err}
+	}()
+	return res
+}
+
+// TestHandOffsAcrossClientsGoInTheOrderOfTheirWants: two Clients ask for a
+// key a third holds; the one that asked first gets it first, and then hands
+// it to the second.
+func TestHandOffsAcrossClientsGoInTheOrderOfTheirWants(t *testing.T) {
+	r := startReal(t, 5)
+	h, first, second := r.client(), r.client(), r.client()
+	watching(t, h, "k")
+	holder, err := h.Lock(bg, "k", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res1 := tryLockAsync(first, "k", time.Minute)
+	wantKnown(t, h, "k", 1)
+	res2 := tryLockAsync(second, "k", time.Minute)
+	wantKnown(t, h, "k", 2)
+	wantKnown(t, first, "k", 1) // the second's want, heard by the first too
+	if err := holder.Unlock(bg); err != nil {
+		t.Fatal(err)
+	}
+	var got lockResult
+	select {
+	case got = <-res1:
+	case got = <-res2:
+		t.Fatalf("the Client that asked second got the key first (%v)", got.err)
+	}
+	if got.err != nil {
+		t.Fatal(got.err)
+	}
+	if err := got.l.Unlock(bg); err != nil {
+		t.Fatal(err)
+	}
+	if got = <-res2; got.err != nil {
+		t.Fatal(got.err)
+	}
+	_ = got.l.Unlock(bg)
+	if n := first.cfg.test.remoteHandOffs.Load(); n != 1 {
+		t.Fatalf("the first waiter handed the key on %d times, want once", n)
+	}
+}
+
+// TestHandedLockAfterALongWaitIsConfirmed: a waiter whose want went out
+// more than half its TTL before the hand-off would get a lock with little
+// validity left; it confirms it with an extension round instead, and its
+// lock is valid for the TTL from that round.
+func TestHandedLockAfterALongWaitIsConfirmed(t *testing.T) {
+	r := startReal(t, 5)
+	h := r.client()
+	w := r.client(WithRetryDelay(10*time.Millisecond, time.Minute)) // no timer fires meanwhile
+	watching(t, h, "k")
+	holder, err := h.Lock(bg, "k", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ttl = time.Second
+	res := tryLockAsync(w, "k", ttl)
+	wantKnown(t, h, "k", 1)
+	time.Sleep(ttl * 6 / 10) // the wait
+	if err := holder.Unlock(bg); err != nil {
+		t.Fatal(err)
+	}
+	got := <-res
+	if got.err != nil {
+		t.Fatal(got.err)
+	}
+	defer got.l.Unlock(bg)
+	if left := time.Until(got.l.Until()); left < ttl/2 {
+		t.Fatalf("the handed lock has %v left of its %v TTL: not confirmed after the long wait", left, ttl)
+	}
+	if h.cfg.test.remoteHandOffs.Load() != 1 {
+		t.Fatal("no hand-off")
+	}
+}
+
+// TestAWaiterThatGivesUpWithdrawsItsWant: a waiter whose ctx ends withdraws
+// its want, so that the holder releases the key instead of handing it to a
+// token nobody will use (the key would stay taken for the waiter's TTL).
+func TestAWaiterThatGivesUpWithdrawsItsWant(t *testing.T) {
+	r := startReal(t, 5)
+	h, w := r.client(), r.client()
+	watching(t, h, "k")
+	holder, err := h.Lock(bg, "k", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(bg)
+	res := make(chan error, 1)
+	go func() {
+		_, err := w.Lock(ctx, "k", time.Minute)
+		res <- err
+	}()
+	wantKnown(t, h, "k", 1)
+	cancel()
+	if err := <-res; err == nil {
+		t.Fatal("Lock with a cancelled ctx returned a lock")
+	}
+	within(t, scaled(5*time.Second), "the withdrawal", func() bool {
+		for len(wantsOf(h, "k")) > 0 {
+			time.Sleep(time.Millisecond) // the waker has no signal for tests
+		}
+		return true
+	})
+	if err := holder.Unlock(bg); err != nil {
+		t.Fatal(err)
+	}
+	settle(h)
+	settle(w)
+	if n := r.count("k", ""); n != 5 || h.cfg.test.remoteHandOffs.Load() != 0 {
+		t.Fatalf("after the waiter gave up, the key is on %d masters (%q), hand-offs %d", 5-n, r.values("k"), h.cfg.test.remoteHandOffs.Load())
+	}
+}
+
+// TestAWaiterFindsAHandOffWhoseNoticesItMissed: a hand-off that set the
+// waiter's token on every master, but whose notices the waiter did not
+// hear, is found when its timer fires: it asks the masters for its token
+// before it makes an attempt, which would fail against its own token.
+func TestAWaiterFindsAHandOffWhoseNoticesItMissed(t *testing.T) {
+	r := startReal(t, 5)
+	w := r.client(WithRetryDelay(10*time.Millisecond, scaled(100*time.Millisecond)))
+	for i := range r.admin {
+		r.take(i, "k", "other", time.Minute)
+	}
+	h := r.client() // only to hear the want
+	watching(t, h, "k")
+	res := tryLockAsync(w, "k", time.Minute)
+	wantKnown(t, h, "k", 1)
+	token := wantsOf(h, "k")[0]
+	for i := range r.admin { // a hand-off without notices
+		r.take(i, "k", token, time.Minute)
+	}
+	var got lockResult
+	select {
+	case got = <-res:
+	case <-time.After(scaled(10 * time.Second)):
+		t.Fatal("the waiter never found its token on the masters")
+	}
+	if got.err != nil || got.l.Token() != token {
+		t.Fatalf("Lock = %v, %v; want the lock of token %q", got.l.Token(), got.err, token)
+	}
+	_ = got.l.Unlock(bg)
+}
+
+// TestAHolderNeverRollsBackAnotherClientsHandedToken: the masters run the
+// hand-off, but its replies never reach the holder, whose round fails; the
+// waiter hears the notices and holds the lock. The holder must not delete
+// the waiter's token: only the waiter knows whether it holds it.
+func TestAHolderNeverRollsBackAnotherClientsHandedToken(t *testing.T) {
+	cl := chaos.Start(t, 5, chaos.Options{ClockNode: -1})
+	direct := make([]redis.UniversalClient, len(cl.Nodes))
+	for i, n := range cl.Nodes {
+		direct[i] = n.Admin
+	}
+	ageMemory(t, direct, establishedAge)
+	for _, a := range direct { // EVALSHA must not need the EVAL its NOSCRIPT would ask for
+		for _, s := range []*luaScript{handoffScript, releaseScript} {
+			if err := s.Load(bg, a).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	h, err := New(cl.Clients(&redis.Options{MaxRetries: -1}), WithNodeTimeout(scaled(100*time.Millisecond)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cl.Heal(); _ = h.Close() }()
+	w, err := New(direct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	watching(t, h, "k")
+	holder, err := h.Lock(bg, "k", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := tryLockAsync(w, "k", time.Minute)
+	wantKnown(t, h, "k", 1)
+	token := wantsOf(h, "k")[0]
+	for _, n := range cl.Nodes {
+		if err := n.DropReplies(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := holder.Unlock(bg); err == nil {
+		t.Fatal("Unlock reported success without a reply")
+	}
+	var got lockResult
+	select {
+	case got = <-res:
+	case <-time.After(scaled(10 * time.Second)):
+		t.Fatalf("the waiter did not get the key: %q", cl.Values(t, "k"))
+	}
+	if got.err != nil {
+		t.Fatalf("the waiter: %v", got.err)
+	}
+	defer got.l.Unlock(bg)
+	cl.Heal()
+	settle(h)
+	vals := cl.Values(t, "k")
+	n := 0
+	for _, v := range vals {
+		if v == token {
+			n++
+		}
+	}
+	if n < 3 || got.l.Token() != token {
+		t.Fatalf("the waiter holds %q, but its token is on %d masters only: %q", got.l.Token(), n, vals)
+	}
+	if strings.Contains(strings.Join(vals, " "), holder.Token()) {
+		t.Fatalf("the holder's token is still there: %q", vals)
+	}
+}
