@@ -145,6 +145,8 @@ type generator struct {
 
 	ops         atomic.Int64 // API calls made
 	handOffs    atomic.Int64 // of the Clients already closed
+	remote      atomic.Int64 // hand-offs to another Client's waiter, of the Clients already closed
+	handed      atomic.Int64 // locks taken by such a hand-off, of the Clients already closed
 	leaseChecks atomic.Int64
 	relChecks   atomic.Int64
 	bg          sync.WaitGroup // Closes and property-6 checks in the background
@@ -280,9 +282,9 @@ func generate(s *scenario) {
 
 	g.checkExpiry()
 	g.checkFences()
-	s.t.Logf("%d calls in %v (%.0f/s) by %d workers over %d keys and %d Clients; %d hand-offs; %d Until checks, %d release checks\n%s\nfences: %v\nschedule: %s",
+	s.t.Logf("%d calls in %v (%.0f/s) by %d workers over %d keys and %d Clients; %d hand-offs within a Client, %d to another Client's waiter (%d taken so); %d Until checks, %d release checks\n%s\nfences: %v\nschedule: %s",
 		g.ops.Load(), ran.Round(time.Millisecond), float64(g.ops.Load())/ran.Seconds(), genWorkers, len(g.keys),
-		g.nclients, g.handOffs.Load(), g.leaseChecks.Load(), g.relChecks.Load(), &g.tally, g.fences.Stats(), g.sched)
+		g.nclients, g.handOffs.Load(), g.remote.Load(), g.handed.Load(), g.leaseChecks.Load(), g.relChecks.Load(), &g.tally, g.fences.Stats(), g.sched)
 	g.report()
 	// Property 5. The proxy's own goroutines may outlive a connection (see
 	// TestMain); that no client connection outlives its Client is checked
@@ -738,7 +740,7 @@ func (g *generator) extendPair(rng *rand.Rand, gc *genClient, l *Lock, x *chaos.
 func (g *generator) unlock(rng *rand.Rand, holder string, gc *genClient, l *Lock, health chaos.Health, kind string) {
 	ctx, cancel := callCtx(rng) // Unlock sends its deletes even with ctx ended
 	afterClose := gc.closed.Load()
-	handOffs := gc.cfg.test.handOffs.Load()
+	handOffs := gc.cfg.test.handOffs.Load() + gc.cfg.test.remoteHandOffs.Load()
 	start := time.Now()
 	stop := g.stalled(kind, genUnlockLimit+genStall)
 	err := l.Unlock(ctx)
@@ -747,7 +749,7 @@ func (g *generator) unlock(rng *rand.Rand, holder string, gc *genClient, l *Lock
 	cancel()
 	o := g.count(kind, err, afterClose, unlockOutcomes, closedLockOps)
 	g.within(l.Key(), kind, took, genUnlockLimit, err)
-	if gc.cfg.test.handOffs.Load() != handOffs {
+	if gc.cfg.test.handOffs.Load()+gc.cfg.test.remoteHandOffs.Load() != handOffs {
 		o += ", a hand-off by its Client meanwhile"
 	}
 	g.s.hist.NoteKey(l.Key(), "%s %s %.8s: %s (%v)", holder, kind, l.Token(), o, err)
@@ -929,6 +931,8 @@ func (g *generator) close(gc *genClient) {
 	took := time.Since(start)
 	gc.closed.Store(true)
 	g.handOffs.Add(gc.cfg.test.handOffs.Load())
+	g.remote.Add(gc.cfg.test.remoteHandOffs.Load())
+	g.handed.Add(gc.cfg.test.handedLocks.Load())
 	g.count("Close", err, false, []string{"ok"}, nil)
 	g.within("", "Close", took, genCloseLimit, err)
 }
