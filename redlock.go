@@ -117,6 +117,12 @@ func (c *Client) Close() error {
 	c.mu.Unlock()
 	c.wk.close()
 	c.bg.Wait()
+	// Waiters' wants still out: other Clients' holders must not hand the
+	// key to a token nobody will take (wants.go).
+	for _, t := range c.wk.outstanding() {
+		c.withdraw(t.key, t.token, t.ttl, t.heard)
+	}
+	c.bg.Wait()
 	c.workers.close()
 	return nil
 }

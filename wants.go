@@ -74,11 +74,20 @@ type expected struct {
 	nodes []bool
 	n     int
 	won   chan struct{} // closed once a majority did
+	ttl   time.Duration // the TTL the want asked for
 }
 
 // wanted records another Client's want heard at now: a new token takes that
-// Client's place in line, a repetition keeps it, ttl 0 withdraws it.
+// Client's place in line, a repetition keeps it, ttl 0 withdraws it. A want
+// of a token withdrawn or served already is a late copy (a master that was
+// paused sends it after the withdrawal, sent to another): it is ignored.
 func (kw *keyWatch) wanted(client, token string, ttl time.Duration, now time.Time) {
+	if kw.finished(token) {
+		return
+	}
+	if ttl == 0 {
+		kw.finish(token)
+	}
 	for i, w := range kw.wants {
 		if w.client != client {
 			continue
@@ -97,12 +106,31 @@ func (kw *keyWatch) wanted(client, token string, ttl time.Duration, now time.Tim
 
 // served drops the want of token: a node handed it the key.
 func (kw *keyWatch) served(token string) {
+	kw.finish(token)
 	for i, w := range kw.wants {
 		if w.token == token {
 			kw.wants = append(kw.wants[:i], kw.wants[i+1:]...)
 			return
 		}
 	}
+}
+
+// finish records that token's want is over (withdrawn or served).
+func (kw *keyWatch) finish(token string) {
+	if !kw.finished(token) {
+		kw.done[kw.nextDone] = token
+		kw.nextDone = (kw.nextDone + 1) % len(kw.done)
+	}
+}
+
+// finished reports whether token's want was recorded as over.
+func (kw *keyWatch) finished(token string) bool {
+	for _, t := range kw.done {
+		if t == token {
+			return true
+		}
+	}
+	return false
 }
 
 // fresh drops the wants not repeated for wantFresh and returns the rest.
@@ -174,15 +202,15 @@ func (w *waker) handedOver(key string, to *want) {
 	}
 }
 
-// expect starts counting the nodes that hand key to token, and returns the
-// channel closed once a majority did.
-func (h *watcher) expect(token string) <-chan struct{} {
+// expect starts counting the nodes that hand key to token, wanted for ttl,
+// and returns the channel closed once a majority did.
+func (h *watcher) expect(token string, ttl time.Duration) <-chan struct{} {
 	h.w.mu.Lock()
 	defer h.w.mu.Unlock()
 	if h.kw.expects == nil {
 		h.kw.expects = map[string]*expected{}
 	}
-	e := &expected{nodes: make([]bool, len(h.w.nodes)), won: make(chan struct{})}
+	e := &expected{nodes: make([]bool, len(h.w.nodes)), won: make(chan struct{}), ttl: ttl}
 	h.kw.expects[token] = e
 	return e.won
 }
@@ -225,49 +253,73 @@ func (lp *waitLoop) announce() {
 	if lp.want != nil && time.Since(lp.want.at) < wantRefresh {
 		return
 	}
+	if err := c.enter(); err != nil {
+		return // Close withdraws what is out
+	}
 	if lp.want == nil {
 		id, err := uuid.NewRandom()
 		if err != nil {
+			c.bg.Done()
 			return
 		}
 		token := id.String()
-		lp.want = &wantOut{token: token, handed: lp.w.expect(token)}
+		lp.want = &wantOut{token: token, handed: lp.w.expect(token, lp.ttl)}
 	}
-	now := time.Now()
-	if !c.publishWant(lp.ctx, lp.key, lp.want.token, lp.ttl, lp.ttl) && lp.want.first.IsZero() {
-		lp.w.unexpect(lp.want.token)
-		lp.want = nil
-		return
-	}
+	now := time.Now() // before it is sent: the validity of a hand-off to it counts from here
 	if lp.want.first.IsZero() {
 		lp.want.first = now
 		lp.arm(c.cfg.retryMax) // as waitForRelease
 	}
 	lp.want.at = now
+	// In the background: a hung master must not hold the waiter past its
+	// ctx, nor keep it from a hand-off.
+	go func(key, token string, ttl time.Duration) {
+		defer c.bg.Done()
+		c.publishWant(key, token, ttl, ttl)
+	}(lp.key, lp.want.token, lp.ttl)
 }
 
 // publishWant publishes a waiter's want of key for token and ttl (0:
-// withdrawn) on one node, the next in turn that takes it, each under the
-// node deadline of a lock of lockTTL; false when none did.
-func (c *Client) publishWant(ctx context.Context, key, token string, ttl, lockTTL time.Duration) bool {
+// withdrawn) on one node, the next in turn that takes it within the node
+// deadline of a lock of lockTTL; false when none did. The caller holds a
+// registration in c.bg.
+func (c *Client) publishWant(key, token string, ttl, lockTTL time.Duration) bool {
 	msg := newNotice(wantedNotice, key, c.id, token, int(ttl.Milliseconds()))
 	first := int(c.wantNode.Add(1))
 	for i := range c.nodes {
 		n := c.nodes[(first+i)%len(c.nodes)]
-		if n.refusesNotices() {
-			continue
-		}
-		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.nodeTimeout(lockTTL))
-		err := n.client.Publish(pctx, msg.channel, msg.message).Err()
-		cancel()
-		if err == nil {
+		if !n.refusesNotices() && c.publishOn(n, msg, c.nodeTimeout(lockTTL)) {
 			return true
-		}
-		if strings.HasPrefix(err.Error(), "NOPERM") { // an ACL user without channel rights
-			n.refusedNotice()
 		}
 	}
 	return false
+}
+
+// publishOn publishes msg on n and reports whether n took it within
+// timeout, which the Client enforces whatever the go-redis client's own
+// timeouts are; a call still running then ends in the background. A master
+// that refuses it for lack of channel rights (ACL) gets no notices for a
+// while. The caller holds a registration in c.bg.
+func (c *Client) publishOn(n *node, msg notice, timeout time.Duration) bool {
+	done := make(chan error, 1)
+	c.bg.Add(1)
+	go func() {
+		defer c.bg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		done <- n.client.Publish(ctx, msg.channel, msg.message).Err()
+	}()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		if err != nil && strings.HasPrefix(err.Error(), "NOPERM") {
+			n.refusedNotice()
+		}
+		return err == nil
+	case <-t.C:
+		return false
+	}
 }
 
 // takeHanded makes the lock a hand-off gave the waiter's want: valid from
@@ -354,18 +406,50 @@ func (lp *waitLoop) withdraw() {
 		return
 	}
 	lp.want = nil
-	heard := lp.w.unexpect(a.token)
 	c := lp.c
 	if err := c.enter(); err != nil {
-		return // Close: held locks stay too
+		return // Close withdraws what is still expected
 	}
+	c.withdraw(lp.key, a.token, lp.ttl, lp.w.unexpect(a.token))
+	c.bg.Done()
+}
+
+// withdraw tells other Clients' holders to forget the want of key for
+// token, and, when a node was heard handing the key to it, releases the
+// token on every node; in the background. The caller holds a registration
+// in c.bg, or is Close.
+func (c *Client) withdraw(key, token string, ttl time.Duration, heard bool) {
+	c.bg.Add(1)
 	go func() {
 		defer c.bg.Done()
-		c.publishWant(context.Background(), lp.key, a.token, 0, lp.ttl)
+		c.publishWant(key, token, 0, ttl)
 		if heard {
 			for _, n := range c.nodes {
-				c.releaseNode(n, lp.key, a.token, lp.ttl)
+				c.releaseNode(n, key, token, ttl)
 			}
 		}
 	}()
+}
+
+// A ticket is a want of this Client's still out: its key and token, the
+// TTL it asked for, and whether a node handed the key to it.
+type ticket struct {
+	key, token string
+	ttl        time.Duration
+	heard      bool
+}
+
+// outstanding returns the wants still expected, and forgets them (Close
+// withdraws them).
+func (w *waker) outstanding() []ticket {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []ticket
+	for key, kw := range w.keys {
+		for token, e := range kw.expects {
+			out = append(out, ticket{key: key, token: token, ttl: e.ttl, heard: e.n > 0})
+		}
+		kw.expects = nil
+	}
+	return out
 }

@@ -365,3 +365,119 @@ func TestAHolderNeverRollsBackAnotherClientsHandedToken(t *testing.T) {
 		t.Fatalf("the holder's token is still there: %q", vals)
 	}
 }
+
+// TestAWantSentToAHungMasterNeitherHoldsTheWaiterNorOutlivesItsWithdrawal:
+// the master a waiter's first want goes to is paused. The waiter's Lock
+// still returns when its ctx ends (the want goes out in the background,
+// and on to the next master), and when the paused master resumes and
+// delivers the want after the waiter withdrew it elsewhere, the holder
+// ignores that late copy: its Unlock releases the key instead of handing it
+// to a token nobody will take (which would keep the key for the waiter's
+// TTL).
+func TestAWantSentToAHungMasterNeitherHoldsTheWaiterNorOutlivesItsWithdrawal(t *testing.T) {
+	r := startReal(t, 3)
+	h, w := r.client(), r.client()
+	watching(t, h, "k")
+	holder, err := h.Lock(bg, "k", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	paused := int(w.wantNode.Load()+1) % 3 // where the first want goes
+	spy := r.admin[paused].Subscribe(bg, noticeChannel("k"))
+	defer spy.Close()
+	if _, err := spy.Receive(bg); err != nil {
+		t.Fatal(err)
+	}
+	r.servers[paused].Pause()
+	defer r.servers[paused].Resume()
+	ctx, cancel := context.WithTimeout(bg, scaled(500*time.Millisecond))
+	defer cancel()
+	start := time.Now()
+	if _, err := w.Lock(ctx, "k", time.Minute); err == nil {
+		t.Fatal("Lock of a held key returned a lock")
+	}
+	if took := time.Since(start); took > scaled(time.Second) {
+		t.Fatalf("Lock with a %v ctx returned after %v: its want to a hung master held it", scaled(500*time.Millisecond), took)
+	}
+	noWants := func(what string) {
+		within(t, scaled(5*time.Second), what, func() bool {
+			for len(wantsOf(h, "k")) > 0 {
+				time.Sleep(time.Millisecond) // the waker has no signal for tests
+			}
+			return true
+		})
+	}
+	noWants("the withdrawal")
+	r.servers[paused].Resume() // it now publishes the want it held
+	late, cancelLate := context.WithTimeout(bg, scaled(5*time.Second))
+	defer cancelLate()
+	for {
+		m, err := spy.ReceiveMessage(late)
+		if err != nil {
+			t.Fatalf("the paused master never published the want it held: %v", err)
+		}
+		if kind, client, _, n, _ := parseNotice(m.Payload); kind == wantedNotice && client == w.id && n > 0 {
+			break
+		}
+	}
+	// A want published on the same master after it: once the holder
+	// heard this one, it has heard the late copy too.
+	probe := func(ttl int) {
+		msg := newNotice(wantedNotice, "k", "probe", "probe-token", ttl)
+		if err := r.admin[paused].Publish(bg, msg.channel, msg.message).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	probe(60000)
+	within(t, scaled(5*time.Second), "the probe want", func() bool {
+		for len(wantsOf(h, "k")) == 0 {
+			time.Sleep(time.Millisecond)
+		}
+		return true
+	})
+	if got := wantsOf(h, "k"); len(got) != 1 || got[0] != "probe-token" {
+		t.Fatalf("the holder keeps the wants %q: it took a late copy of a withdrawn want", got)
+	}
+	probe(0)
+	noWants("the probe's withdrawal")
+	if err := holder.Unlock(bg); err != nil {
+		t.Fatal(err)
+	}
+	settle(h)
+	if n := h.cfg.test.remoteHandOffs.Load(); n != 0 || r.count("k", "") != 3 {
+		t.Fatalf("after a late copy of a withdrawn want: %d hand-offs, the key on %d masters", n, 3-r.count("k", ""))
+	}
+}
+
+// TestClosingAWaitingClientWithdrawsItsWant: Close ends a waiting Lock, and
+// withdraws its want, so that the holder does not hand the key to it.
+func TestClosingAWaitingClientWithdrawsItsWant(t *testing.T) {
+	r := startReal(t, 3)
+	h, w := r.client(), r.client()
+	watching(t, h, "k")
+	holder, err := h.Lock(bg, "k", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := tryLockAsync(w, "k", time.Minute)
+	wantKnown(t, h, "k", 1)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-res; got.err == nil {
+		t.Fatal("a Lock waiting on a closed Client returned a lock")
+	}
+	within(t, scaled(5*time.Second), "the withdrawal", func() bool {
+		for len(wantsOf(h, "k")) > 0 {
+			time.Sleep(time.Millisecond) // the waker has no signal for tests
+		}
+		return true
+	})
+	if err := holder.Unlock(bg); err != nil {
+		t.Fatal(err)
+	}
+	settle(h)
+	if n := h.cfg.test.remoteHandOffs.Load(); n != 0 || r.count("k", "") != 3 {
+		t.Fatalf("after the waiting Client closed: %d hand-offs, the key on %d masters", n, 3-r.count("k", ""))
+	}
+}

@@ -41,10 +41,12 @@ type keyWatch struct {
 	votes    [8]tokenVotes // nodes that announced each recent acquisition
 	nextVote int
 
-	wants   []*want              // other Clients' waiters that asked for the key (wants.go)
-	expects map[string]*expected // this Client's waiters' announced tokens
-	subs    []bool               // nodes where the subscription to the key is confirmed
-	nsubs   int
+	wants    []*want    // other Clients' waiters that asked for the key (wants.go)
+	done     [16]string // tokens whose want is over (withdrawn or served): late copies are ignored
+	nextDone int
+	expects  map[string]*expected // this Client's waiters' announced tokens
+	subs     []bool               // nodes where the subscription to the key is confirmed
+	nsubs    int
 
 	round  time.Duration // attempt duration, moving average
 	factor float64       // a slot is factor × round

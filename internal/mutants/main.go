@@ -242,6 +242,20 @@ var mutants = []mutant{
 		killers: "TestHandOffToAnotherClientLeavesFreeMastersFree",
 	},
 	{
+		name:    "late-copy-of-a-withdrawn-want-kept",
+		file:    "wants.go",
+		from:    "	if kw.finished(token) {\n		return\n	}\n",
+		to:      "",
+		killers: "TestAWantSentToAHungMasterNeitherHoldsTheWaiterNorOutlivesItsWithdrawal",
+	},
+	{
+		name:    "close-leaves-wants-out",
+		file:    "redlock.go",
+		from:    "		c.withdraw(t.key, t.token, t.ttl, t.heard)\n",
+		to:      "		_ = t\n",
+		killers: "TestClosingAWaitingClientWithdrawsItsWant",
+	},
+	{
 		name:    "pipe-never-stalls",
 		file:    "pipe.go",
 		from:    "	p.arm(now.Add(d.Sub(now)/2), now)",
