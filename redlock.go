@@ -39,6 +39,10 @@ type Client struct {
 
 	longestTTL atomic.Int64 // the longest TTL used or heard of, for the restart guard
 	wantNode   atomic.Int64 // turns the node a want is published on (wants.go)
+
+	handedMu sync.Mutex
+	handed   [16]*Lock // the latest locks a hand-off gave this Client's waiters (wants.go)
+	nextHand int
 }
 
 // New returns a Client over nodes, which must be independent masters (not
@@ -95,6 +99,7 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 		subscribeTimeout: cfg.subscribeTimeout(),
 		maxDelay:         cfg.retryMax,
 		off:              cfg.noNotices,
+		lateHandOff:      c.lateHandOff,
 	})
 	return c, nil
 }

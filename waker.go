@@ -62,6 +62,11 @@ type wakerConfig struct {
 	subscribeTimeout time.Duration // bounds one SUBSCRIBE or UNSUBSCRIBE call
 	maxDelay         time.Duration // the longest contention delay (the backoff's cap)
 	off              bool          // notices are off: every watch is nil
+
+	// lateHandOff is told of a node's notice that it handed key to one of
+	// the Client's tokens no waiter expects any more (wants.go). It must
+	// not block.
+	lateHandOff func(key, token string, node int)
 }
 
 // newWaker returns a waker for the masters nodes. It opens no connection
@@ -307,8 +312,8 @@ func (w *waker) notice(node int, msg *redis.Message) {
 		return
 	case handedNotice:
 		kw.served(token)
-		if !foreign {
-			kw.handed(token, node, w.cfg.quorum)
+		if !foreign && !kw.handed(token, node, w.cfg.quorum) && w.cfg.lateHandOff != nil {
+			w.cfg.lateHandOff(key, token, node)
 		}
 	}
 	if kw.vote(token, node, len(w.nodes)) == w.cfg.quorum && !kw.wasReleased(token) {

@@ -147,16 +147,55 @@ func (kw *keyWatch) fresh(now time.Time) []*want {
 }
 
 // handed counts node's notice that it handed the key to this Client's
-// token.
-func (kw *keyWatch) handed(token string, node, quorum int) {
+// token, and reports whether a waiter expects it.
+func (kw *keyWatch) handed(token string, node, quorum int) bool {
 	e := kw.expects[token]
-	if e == nil || e.nodes[node] {
+	if e == nil {
+		return false
+	}
+	if !e.nodes[node] {
+		e.nodes[node] = true
+		if e.n++; e.n == quorum {
+			close(e.won)
+		}
+	}
+	return true
+}
+
+// remember keeps l, a lock a hand-off gave one of this Client's waiters,
+// among the latest few: a node may still hand it the key after its end.
+func (c *Client) remember(l *Lock) {
+	c.handedMu.Lock()
+	defer c.handedMu.Unlock()
+	c.handed[c.nextHand] = l
+	c.nextHand = (c.nextHand + 1) % len(c.handed)
+}
+
+// lateHandOff releases token on node, where a hand-off just put it, when
+// token is a lock that a hand-off gave this Client and that is over: the
+// hand-off reached that node late, after the lock's own release went by,
+// and would keep it there for the TTL. (While the lock is held, its
+// Unlock releases every node.)
+func (c *Client) lateHandOff(key, token string, node int) {
+	c.handedMu.Lock()
+	var l *Lock
+	for _, x := range c.handed {
+		if x != nil && x.token == token && x.key == key {
+			l = x
+		}
+	}
+	c.handedMu.Unlock()
+	if l == nil {
 		return
 	}
-	e.nodes[node] = true
-	if e.n++; e.n == quorum {
-		close(e.won)
+	l.mu.Lock()
+	over, ttl := l.ended, l.ttl
+	l.mu.Unlock()
+	if !over || c.enter() != nil {
+		return
 	}
+	c.releaseNode(c.nodes[node], key, token, ttl)
+	c.bg.Done()
 }
 
 // claimWant returns the want that asked first, if it asked before since (a
@@ -335,6 +374,7 @@ func (lp *waitLoop) takeHanded() (*Lock, error) {
 	if validity(lp.ttl, time.Since(a.first), c.cfg.driftFactor) >= lp.ttl/2 {
 		l.startValidity(a.first)
 		c.cfg.test.handedLocks.Add(1)
+		c.remember(l)
 		return l, nil
 	}
 	won, err := lp.confirm(l)
@@ -375,6 +415,7 @@ func (lp *waitLoop) confirm(l *Lock) (won bool, err error) {
 		return false, nil
 	}
 	c.cfg.test.handedLocks.Add(1)
+	c.remember(l)
 	return true, nil
 }
 

@@ -481,3 +481,52 @@ func TestClosingAWaitingClientWithdrawsItsWant(t *testing.T) {
 		t.Fatalf("after the waiting Client closed: %d hand-offs, the key on %d masters", n, 3-r.count("k", ""))
 	}
 }
+
+// TestAHandOffThatReachesAMasterAfterTheWaitersUnlockIsReleased: the
+// holder's hand-off to another Client's waiter reaches one master late,
+// after the waiter took the lock (from the other masters' notices) and
+// released it. That master then holds the waiter's token, which nobody
+// holds; the waiter's Client hears the late notice and releases it there,
+// as a late reply to an acquisition is released.
+func TestAHandOffThatReachesAMasterAfterTheWaitersUnlockIsReleased(t *testing.T) {
+	r := startReal(t, 5)
+	late := newBatchHold(handoffScript, 1)
+	defer late.open()
+	nodes := make([]redis.UniversalClient, len(r.servers))
+	for i, s := range r.servers {
+		nodes[i] = s.Client(nil)
+	}
+	nodes[4].AddHook(late)
+	h, err := New(nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	w := r.client()
+	watching(t, h, "k")
+	holder, err := h.Lock(bg, "k", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := tryLockAsync(w, "k", time.Minute)
+	wantKnown(t, h, "k", 1)
+	if err := holder.Unlock(bg); err != nil {
+		t.Fatal(err)
+	}
+	<-late.holding // the hand-off to master 4 waits
+	got := <-res
+	if got.err != nil {
+		t.Fatal(got.err)
+	}
+	if err := got.l.Unlock(bg); err != nil {
+		t.Fatal(err)
+	}
+	settle(w)
+	late.open()
+	within(t, scaled(5*time.Second), "the late hand-off's release", func() bool {
+		for r.values("k")[4] != "" {
+			time.Sleep(time.Millisecond) // the masters have no signal
+		}
+		return true
+	})
+}

@@ -256,6 +256,13 @@ var mutants = []mutant{
 		killers: "TestClosingAWaitingClientWithdrawsItsWant",
 	},
 	{
+		name:    "late-hand-off-to-an-ended-lock-kept",
+		file:    "wants.go",
+		from:    "	c.releaseNode(c.nodes[node], key, token, ttl)\n	c.bg.Done()\n",
+		to:      "	_ = ttl\n	c.bg.Done()\n",
+		killers: "TestAHandOffThatReachesAMasterAfterTheWaitersUnlockIsReleased",
+	},
+	{
 		name:    "pipe-never-stalls",
 		file:    "pipe.go",
 		from:    "	p.arm(now.Add(d.Sub(now)/2), now)",
