@@ -102,12 +102,20 @@ func (c *Client) newWaitLoop(ctx context.Context, key string, ttl time.Duration,
 // waits (waitFirst).
 func (lp *waitLoop) waitForRelease() {
 	lp.state = waitFirst
-	if lp.want != nil {
-		lp.arm(lp.c.cfg.retryMax) // the holder hands over without it: it is for lost notices
-	} else {
-		lp.arm(lp.c.cfg.backoff(lp.fails))
-	}
+	lp.arm(lp.timeout())
 	lp.announce()
+}
+
+// timeout is how long the waiter waits before its next attempt: the
+// backoff; or, while its want is out and another Client holds the key, the
+// longest backoff, since that holder hands the key over without the timer,
+// which is then only for lost notices. (A key nobody is known to hold, whose
+// release came before this Client's subscription, needs the backoff.)
+func (lp *waitLoop) timeout() time.Duration {
+	if lp.want != nil && !lp.want.first.IsZero() && lp.w.heldByOther() {
+		return lp.c.cfg.retryMax
+	}
+	return lp.c.cfg.backoff(lp.fails)
 }
 
 // stop withdraws the call's want, unless its lock came of it, and releases

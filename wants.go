@@ -307,7 +307,7 @@ func (lp *waitLoop) announce() {
 	now := time.Now() // before it is sent: the validity of a hand-off to it counts from here
 	if lp.want.first.IsZero() {
 		lp.want.first = now
-		lp.arm(c.cfg.retryMax) // as waitForRelease
+		lp.arm(lp.timeout())
 	}
 	lp.want.at = now
 	// In the background: a hung master must not hold the waiter past its

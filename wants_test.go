@@ -530,3 +530,23 @@ func TestAHandOffThatReachesAMasterAfterTheWaitersUnlockIsReleased(t *testing.T)
 		return true
 	})
 }
+
+// TestAWantNobodyHearsKeepsTheBackoff: a waiter's want that no holder hears
+// (here the key is held by a writer that watches nothing, and then simply
+// expires; a release that came before the waiter's subscription is the
+// same) must not stretch its timer to the longest backoff: nobody will
+// hand it the key, and the key is free again soon.
+func TestAWantNobodyHearsKeepsTheBackoff(t *testing.T) {
+	r := startReal(t, 5)
+	w := r.client(WithRetryDelay(10*time.Millisecond, time.Minute))
+	for i := range r.admin {
+		r.take(i, "k", "other", scaled(300*time.Millisecond))
+	}
+	ctx, cancel := context.WithTimeout(bg, scaled(5*time.Second))
+	defer cancel()
+	l, err := w.Lock(ctx, "k", time.Minute)
+	if err != nil {
+		t.Fatalf("the key expired, yet the waiter did not get it: %v", err)
+	}
+	_ = l.Unlock(bg)
+}

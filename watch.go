@@ -113,6 +113,17 @@ func (h *watcher) latest() event {
 	return h.kw.latest
 }
 
+// heldByOther reports whether the key's latest event is another Client's
+// taking it.
+func (h *watcher) heldByOther() bool {
+	if h == nil {
+		return false
+	}
+	h.w.mu.Lock()
+	defer h.w.mu.Unlock()
+	return h.kw.latest == taken && h.kw.foreign
+}
+
 // approach tells how a Lock call should start.
 func (h *watcher) approach() approach {
 	if h == nil {

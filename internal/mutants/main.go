@@ -263,6 +263,13 @@ var mutants = []mutant{
 		killers: "TestAHandOffThatReachesAMasterAfterTheWaitersUnlockIsReleased",
 	},
 	{
+		name:    "want-out-waits-the-longest-backoff",
+		file:    "retry.go",
+		from:    "	if lp.want != nil && !lp.want.first.IsZero() && lp.w.heldByOther() {",
+		to:      "	if lp.want != nil && !lp.want.first.IsZero() {",
+		killers: "TestAWantNobodyHearsKeepsTheBackoff",
+	},
+	{
 		name:    "pipe-never-stalls",
 		file:    "pipe.go",
 		from:    "	p.arm(now.Add(d.Sub(now)/2), now)",
