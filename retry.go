@@ -77,6 +77,7 @@ type waitLoop struct {
 	delayed bool            // the next attempt follows a contention delay
 	last    error           // the last attempt decided without ctx ending
 	want    *wantOut        // this call's announcement to other Clients' holders; nil: none
+	held    bool            // an attempt made while subscribed found the key taken, and no release was heard since
 }
 
 // newWaitLoop starts the machine where what the Client knows of key says:
@@ -107,12 +108,14 @@ func (lp *waitLoop) waitForRelease() {
 }
 
 // timeout is how long the waiter waits before its next attempt: the
-// backoff; or, while its want is out and another Client holds the key, the
-// longest backoff, since that holder hands the key over without the timer,
-// which is then only for lost notices. (A key nobody is known to hold, whose
-// release came before this Client's subscription, needs the backoff.)
+// backoff; or, while its want is out and another Client holds the key (its
+// notices said so, or an attempt made while subscribed found it taken, and
+// no release was heard since), the longest backoff, since that holder hands
+// the key over without the timer, which is then only for lost notices. A
+// key whose release came before this Client's subscription is free with
+// nobody to hand it over: the backoff finds it.
 func (lp *waitLoop) timeout() time.Duration {
-	if lp.want != nil && !lp.want.first.IsZero() && lp.w.heldByOther() {
+	if lp.want != nil && !lp.want.first.IsZero() && (lp.held || lp.w.heldByOther()) {
 		return lp.c.cfg.retryMax
 	}
 	return lp.c.cfg.backoff(lp.fails)
@@ -147,6 +150,7 @@ func (lp *waitLoop) attempt() (*Lock, error) {
 		}
 	}
 	lp.events = lp.w.events() // taken before the attempt: one during it counts
+	subscribed := lp.w.subscribed()
 	began := time.Now()
 	l, err := lp.c.attempt(lp.ctx, lp.key, lp.ttl, lp.age)
 	took := time.Since(began)
@@ -174,6 +178,7 @@ func (lp *waitLoop) attempt() (*Lock, error) {
 		lp.events = lp.w.events()
 	}
 	lp.w.attempted(took, lp.delayed, true)
+	lp.held = subscribed && takenByAMajority(err)
 	lp.waitForRelease()
 	lp.fails++
 	lp.delayed = false
@@ -193,6 +198,7 @@ func (lp *waitLoop) awaitRelease() error {
 	case woke == handed:
 		lp.state = handedOver
 	case lp.w.latest() == released:
+		lp.held = false
 		lp.age++
 		lp.arm(lp.w.delay(lp.age))
 		lp.state = jitterFirst
@@ -248,6 +254,22 @@ func (lp *waitLoop) sleep() (wake, error) {
 	case <-lp.c.closing:
 		return 0, fmt.Errorf("%w: %q: %w while waiting", ErrNotObtained, lp.key, ErrClosed)
 	}
+}
+
+// takenByAMajority reports whether a failed attempt's error says that a
+// majority of the nodes refused it: the key is held.
+func takenByAMajority(err error) bool {
+	var qe *QuorumError
+	if !errors.As(err, &qe) {
+		return false
+	}
+	n := 0
+	for _, ne := range qe.Nodes {
+		if errors.Is(ne, ErrNodeRefused) {
+			n++
+		}
+	}
+	return n >= qe.Quorum
 }
 
 // waitFailed is Lock's error when ctx ended while waiting: the last

@@ -267,6 +267,9 @@ func (h *watcher) unexpect(token string) (heard bool) {
 // subscribed reports whether the subscription to key's notices is confirmed
 // on a majority of nodes, which a waiter needs to count their hand-offs.
 func (h *watcher) subscribed() bool {
+	if h == nil {
+		return false
+	}
 	h.w.mu.Lock()
 	defer h.w.mu.Unlock()
 	return h.kw.nsubs >= h.w.cfg.quorum

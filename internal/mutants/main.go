@@ -265,7 +265,7 @@ var mutants = []mutant{
 	{
 		name:    "want-out-waits-the-longest-backoff",
 		file:    "retry.go",
-		from:    "	if lp.want != nil && !lp.want.first.IsZero() && lp.w.heldByOther() {",
+		from:    "	if lp.want != nil && !lp.want.first.IsZero() && (lp.held || lp.w.heldByOther()) {",
 		to:      "	if lp.want != nil && !lp.want.first.IsZero() {",
 		killers: "TestAWantNobodyHearsKeepsTheBackoff",
 	},
