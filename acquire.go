@@ -113,14 +113,20 @@ func (l *Lock) startValidity(start time.Time) {
 }
 
 // releaseNode deletes key on n if it holds token, in the background, under
-// the node deadline; it is clean-up whose result nobody waits for.
+// the node deadline; it is clean-up whose result nobody waits for, and
+// announces nothing.
 func (c *Client) releaseNode(n *node, key, token string, ttl time.Duration) {
+	c.releaseNodeWith(n, key, token, ttl, notice{})
+}
+
+// releaseNodeWith is releaseNode announcing the release with announce.
+func (c *Client) releaseNodeWith(n *node, key, token string, ttl time.Duration, announce notice) {
 	c.bg.Add(1)
 	c.workers.run(taskFunc(func() {
 		defer c.bg.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), c.nodeTimeout(ttl))
 		defer cancel()
-		_, _, _ = n.release(ctx, newRoundArgs(key, token, 0, notice{}, false))
+		_, _, _ = n.release(ctx, newRoundArgs(key, token, 0, announce, false))
 	}))
 }
 

@@ -40,9 +40,10 @@ type Client struct {
 	longestTTL atomic.Int64 // the longest TTL used or heard of, for the restart guard
 	wantNode   atomic.Int64 // turns the node a want is published on (wants.go)
 
-	handedMu sync.Mutex
-	handed   [16]*Lock // the latest locks a hand-off gave this Client's waiters (wants.go)
-	nextHand int
+	retiredMu sync.Mutex
+	retired   map[string]retiredToken // tokens of this Client's wants a hand-off may still reach (wants.go)
+
+	closeOnce sync.Once
 }
 
 // New returns a Client over nodes, which must be independent masters (not
@@ -114,21 +115,21 @@ func (c *Client) Close() error {
 	if err := c.usable(); err != nil {
 		return err
 	}
-	c.mu.Lock()
-	if !c.closed {
+	c.closeOnce.Do(func() { // a concurrent Close waits for this one
+		c.mu.Lock()
 		c.closed = true
 		close(c.closing)
-	}
-	c.mu.Unlock()
-	c.wk.close()
-	c.bg.Wait()
-	// Waiters' wants still out: other Clients' holders must not hand the
-	// key to a token nobody will take (wants.go).
-	for _, t := range c.wk.outstanding() {
-		c.withdraw(t.key, t.token, t.ttl, t.heard)
-	}
-	c.bg.Wait()
-	c.workers.close()
+		c.mu.Unlock()
+		c.wk.close()
+		c.bg.Wait()
+		// Waiters' wants still out: other Clients' holders must not hand
+		// the key to a token nobody will take (wants.go).
+		for _, t := range c.wk.outstanding() {
+			c.withdraw(t.key, t.token, t.ttl, t.heard)
+		}
+		c.bg.Wait()
+		c.workers.close()
+	})
 	return nil
 }
 

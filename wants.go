@@ -5,6 +5,7 @@ package redlock
 
 import (
 	"context"
+	"maps"
 	"strings"
 	"time"
 
@@ -162,39 +163,60 @@ func (kw *keyWatch) handed(token string, node, quorum int) bool {
 	return true
 }
 
-// remember keeps l, a lock a hand-off gave one of this Client's waiters,
-// among the latest few: a node may still hand it the key after its end.
-func (c *Client) remember(l *Lock) {
-	c.handedMu.Lock()
-	defer c.handedMu.Unlock()
-	c.handed[c.nextHand] = l
-	c.nextHand = (c.nextHand + 1) % len(c.handed)
+// A retiredToken is a token of this Client's wants that a hand-off may
+// still reach after the waiter is done with it: the waiter gave up (l is
+// nil), or took the lock l a hand-off gave it, which a late hand-off to a
+// node may outlive.
+type retiredToken struct {
+	key   string
+	ttl   time.Duration
+	l     *Lock
+	until time.Time // forgotten then: a hand-off lands only while its holder's key lives
+}
+
+// retire remembers token of key, wanted for ttl, with the lock it gave (nil
+// when none), for lateHandOff.
+func (c *Client) retire(key, token string, ttl time.Duration, l *Lock) {
+	now := time.Now()
+	keep := 2 * max(ttl, time.Duration(c.longestTTL.Load()), wantFresh)
+	c.retiredMu.Lock()
+	defer c.retiredMu.Unlock()
+	if c.retired == nil {
+		c.retired = map[string]retiredToken{}
+	}
+	if len(c.retired)%64 == 0 { // now and then, forget what no hand-off can reach
+		maps.DeleteFunc(c.retired, func(_ string, r retiredToken) bool { return now.After(r.until) })
+	}
+	c.retired[token] = retiredToken{key: key, ttl: ttl, l: l, until: now.Add(keep)}
 }
 
 // lateHandOff releases token on node, where a hand-off just put it, when
-// token is a lock that a hand-off gave this Client and that is over: the
-// hand-off reached that node late, after the lock's own release went by,
-// and would keep it there for the TTL. (While the lock is held, its
-// Unlock releases every node.)
+// token is a want this Client is done with: its waiter gave up, or took
+// the lock and it is over. The hand-off reached that node late, after the
+// waiter stopped counting, or after the lock's own release went by, and
+// would keep the key there for the TTL. (While the lock is held, its Unlock
+// releases every node.)
 func (c *Client) lateHandOff(key, token string, node int) {
-	c.handedMu.Lock()
-	var l *Lock
-	for _, x := range c.handed {
-		if x != nil && x.token == token && x.key == key {
-			l = x
+	c.retiredMu.Lock()
+	r, ok := c.retired[token]
+	c.retiredMu.Unlock()
+	if !ok || r.key != key {
+		return
+	}
+	if r.l != nil {
+		r.l.mu.Lock()
+		over := r.l.ended
+		r.l.mu.Unlock()
+		if !over {
+			return
 		}
 	}
-	c.handedMu.Unlock()
-	if l == nil {
+	if c.enter() != nil {
 		return
 	}
-	l.mu.Lock()
-	over, ttl := l.ended, l.ttl
-	l.mu.Unlock()
-	if !over || c.enter() != nil {
-		return
-	}
-	c.releaseNode(c.nodes[node], key, token, ttl)
+	// Announced: the waiters heard the key go to token, and wait for its
+	// release.
+	c.releaseNodeWith(c.nodes[node], key, token, r.ttl, c.announce(releasedNotice, key, token, 0))
 	c.bg.Done()
 }
 
@@ -371,19 +393,20 @@ func (c *Client) publishOn(n *node, msg notice, timeout time.Duration) bool {
 // waiter waits on.
 func (lp *waitLoop) takeHanded() (*Lock, error) {
 	c, a := lp.c, lp.want
+	l := c.handedLock(lp.key, a.token, lp.ttl)
+	c.retire(lp.key, a.token, lp.ttl, l) // before unexpect: no notice falls between
 	lp.w.unexpect(a.token)
 	lp.want = nil
-	l := c.handedLock(lp.key, a.token, lp.ttl)
 	if validity(lp.ttl, time.Since(a.first), c.cfg.driftFactor) >= lp.ttl/2 {
 		l.startValidity(a.first)
 		c.cfg.test.handedLocks.Add(1)
-		c.remember(l)
 		return l, nil
 	}
 	won, err := lp.confirm(l)
 	if won || err != nil {
 		return l, err
 	}
+	c.retire(lp.key, a.token, lp.ttl, nil) // given up: a late hand-off is released
 	l.abandon(lp.ttl)
 	return nil, nil
 }
@@ -418,7 +441,6 @@ func (lp *waitLoop) confirm(l *Lock) (won bool, err error) {
 		return false, nil
 	}
 	c.cfg.test.handedLocks.Add(1)
-	c.remember(l)
 	return true, nil
 }
 
@@ -436,6 +458,7 @@ func (lp *waitLoop) probe() (*Lock, error) {
 	if won, err := lp.confirm(l); !won || err != nil {
 		return nil, err
 	}
+	lp.c.retire(lp.key, a.token, lp.ttl, l)
 	lp.w.unexpect(a.token)
 	lp.want = nil
 	return l, nil
@@ -454,6 +477,7 @@ func (lp *waitLoop) withdraw() {
 	if err := c.enter(); err != nil {
 		return // Close withdraws what is still expected
 	}
+	c.retire(lp.key, a.token, lp.ttl, nil) // before unexpect: no notice falls between
 	c.withdraw(lp.key, a.token, lp.ttl, lp.w.unexpect(a.token))
 	c.bg.Done()
 }

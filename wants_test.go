@@ -562,3 +562,86 @@ func TestAWantNobodyHearsKeepsTheBackoff(t *testing.T) {
 		t.Fatal("the key was released, yet the waiter waits: its timer went to the longest backoff")
 	}
 }
+
+// TestAWaiterThatGivesUpDuringAHandOffToItFreesTheKey: the holder's
+// hand-off to a waiter of another Client is on its way to every master
+// when the waiter's ctx ends. The waiter's Client hears the late notices
+// of a token it gave up, and releases it, announcing the release: the key
+// is not kept for the waiter's TTL.
+func TestAWaiterThatGivesUpDuringAHandOffToItFreesTheKey(t *testing.T) {
+	r := startReal(t, 5)
+	inFlight := newBatchHold(handoffScript, 5)
+	defer inFlight.open()
+	nodes := make([]redis.UniversalClient, len(r.servers))
+	for i, s := range r.servers {
+		nodes[i] = s.Client(nil)
+		nodes[i].AddHook(inFlight)
+	}
+	h, err := New(nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	w := r.client(WithRetryDelay(time.Minute, time.Minute))
+	watching(t, h, "k")
+	holder, err := h.Lock(bg, "k", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(bg)
+	res := make(chan error, 1)
+	go func() {
+		_, err := w.Lock(ctx, "k", time.Minute)
+		res <- err
+	}()
+	wantKnown(t, h, "k", 1)
+	token := wantsOf(h, "k")[0]
+	unlocked := make(chan error, 1)
+	go func() { unlocked <- holder.Unlock(bg) }()
+	for range 5 {
+		<-inFlight.holding // the hand-off is on its way to every master
+	}
+	cancel()
+	if err := <-res; err == nil {
+		t.Fatal("Lock with a cancelled ctx returned a lock")
+	}
+	settle(w) // its withdrawal went out
+	inFlight.open()
+	<-unlocked
+	within(t, scaled(5*time.Second), "the release of the given-up token", func() bool {
+		for r.count("k", token) > 0 {
+			time.Sleep(time.Millisecond) // the masters have no signal
+		}
+		return true
+	})
+}
+
+// TestConcurrentClosesWithAWantOut: two Closes at once, while a waiter's
+// want is out, are one Close: both return once the want is withdrawn and
+// nothing of the Client runs (the race detector saw a WaitGroup Add racing
+// the other Close's Wait).
+func TestConcurrentClosesWithAWantOut(t *testing.T) {
+	r := startReal(t, 3)
+	h, w := r.client(), r.client()
+	watching(t, h, "k")
+	if _, err := h.Lock(bg, "k", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	res := tryLockAsync(w, "k", time.Minute)
+	wantKnown(t, h, "k", 1)
+	closed := make(chan error, 2)
+	for range 2 {
+		go func() { closed <- w.Close() }()
+	}
+	for range 2 {
+		if err := <-closed; err != nil {
+			t.Fatal(err)
+		}
+		if n := len(wantsOf(w, "k")); n != 0 {
+			t.Fatalf("a Close returned with %d wants of its own recorded", n)
+		}
+	}
+	if got := <-res; got.err == nil {
+		t.Fatal("a Lock waiting on a closed Client returned a lock")
+	}
+}

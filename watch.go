@@ -42,7 +42,7 @@ type keyWatch struct {
 	nextVote int
 
 	wants    []*want    // other Clients' waiters that asked for the key (wants.go)
-	done     [16]string // tokens whose want is over (withdrawn or served): late copies are ignored
+	done     [64]string // tokens whose want is over (withdrawn or served): late copies are ignored
 	nextDone int
 	expects  map[string]*expected // this Client's waiters' announced tokens
 	subs     []bool               // nodes where the subscription to the key is confirmed

@@ -258,8 +258,8 @@ var mutants = []mutant{
 	{
 		name:    "late-hand-off-to-an-ended-lock-kept",
 		file:    "wants.go",
-		from:    "	c.releaseNode(c.nodes[node], key, token, ttl)\n	c.bg.Done()\n",
-		to:      "	_ = ttl\n	c.bg.Done()\n",
+		from:    "	c.releaseNodeWith(c.nodes[node], key, token, r.ttl, c.announce(releasedNotice, key, token, 0))\n",
+		to:      "",
 		killers: "TestAHandOffThatReachesAMasterAfterTheWaitersUnlockIsReleased",
 	},
 	{
@@ -268,6 +268,13 @@ var mutants = []mutant{
 		from:    "	if lp.want != nil && !lp.want.first.IsZero() && (lp.held || lp.w.heldByOther()) {",
 		to:      "	if lp.want != nil && !lp.want.first.IsZero() {",
 		killers: "TestAWantNobodyHearsKeepsTheBackoff",
+	},
+	{
+		name:    "given-up-want-not-retired",
+		file:    "wants.go",
+		from:    "	c.retire(lp.key, a.token, lp.ttl, nil) // before unexpect: no notice falls between\n",
+		to:      "",
+		killers: "TestAWaiterThatGivesUpDuringAHandOffToItFreesTheKey",
 	},
 	{
 		name:    "pipe-never-stalls",
