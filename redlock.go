@@ -110,7 +110,11 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 // after Close return ErrClosed, and so do Lock and Do calls still waiting
 // for a lock. Close does not release held locks and does not close the node
 // clients. It may wait as long as the go-redis clients' own timeouts when a
-// node is hung. Closing a Client twice is harmless.
+// node is hung. When Lock calls were waiting with their wants out to other
+// Clients' holders, Close withdraws the wants, waits out a hand-off to them
+// that may be on its way (the node deadline, DefaultMaxNodeTimeout at
+// least), and releases their tokens. Closing a Client twice, or from two
+// goroutines at once, is harmless.
 func (c *Client) Close() error {
 	if err := c.usable(); err != nil {
 		return err
@@ -122,11 +126,7 @@ func (c *Client) Close() error {
 		c.mu.Unlock()
 		c.wk.close()
 		c.bg.Wait()
-		// Waiters' wants still out: other Clients' holders must not hand
-		// the key to a token nobody will take (wants.go).
-		for _, t := range c.wk.outstanding() {
-			c.withdraw(t.key, t.token, t.ttl, t.heard)
-		}
+		c.withdrawAll(c.wk.outstanding())
 		c.bg.Wait()
 		c.workers.close()
 	})

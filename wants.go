@@ -499,12 +499,30 @@ func (c *Client) withdraw(key, token string, ttl time.Duration, heard bool) {
 	}()
 }
 
-// A ticket is a want of this Client's still out: its key and token, the
-// TTL it asked for, and whether a node handed the key to it.
+// withdrawAll is Close's withdraw of the wants still out: it tells the
+// holders, waits out a hand-off already on its way to them (the node
+// deadline: Close no longer hears the notices that would tell), and then
+// releases their tokens on every node. The caller is Close.
+func (c *Client) withdrawAll(out []ticket) {
+	if len(out) == 0 {
+		return
+	}
+	for _, t := range out {
+		c.withdraw(t.key, t.token, t.ttl, false)
+	}
+	time.Sleep(max(c.cfg.nodeTimeout, DefaultMaxNodeTimeout))
+	for _, t := range out {
+		for _, n := range c.nodes {
+			c.releaseNode(n, t.key, t.token, t.ttl)
+		}
+	}
+}
+
+// A ticket is a want of this Client's still out: its key and token, and
+// the TTL it asked for.
 type ticket struct {
 	key, token string
 	ttl        time.Duration
-	heard      bool
 }
 
 // outstanding returns the wants still expected, and forgets them (Close
@@ -515,7 +533,7 @@ func (w *waker) outstanding() []ticket {
 	var out []ticket
 	for key, kw := range w.keys {
 		for token, e := range kw.expects {
-			out = append(out, ticket{key: key, token: token, ttl: e.ttl, heard: e.n > 0})
+			out = append(out, ticket{key: key, token: token, ttl: e.ttl})
 		}
 		kw.expects = nil
 	}

@@ -565,55 +565,71 @@ func TestAWantNobodyHearsKeepsTheBackoff(t *testing.T) {
 
 // TestAWaiterThatGivesUpDuringAHandOffToItFreesTheKey: the holder's
 // hand-off to a waiter of another Client is on its way to every master
-// when the waiter's ctx ends. The waiter's Client hears the late notices
-// of a token it gave up, and releases it, announcing the release: the key
-// is not kept for the waiter's TTL.
+// when the waiter gives up: its ctx ends (its Client hears the late notices
+// of a token it gave up, and releases it, announcing the release), or its
+// Client is closed (Close waits out the node deadline, then releases the
+// token). Either way the key is not kept for the waiter's TTL.
 func TestAWaiterThatGivesUpDuringAHandOffToItFreesTheKey(t *testing.T) {
-	r := startReal(t, 5)
-	inFlight := newBatchHold(handoffScript, 5)
-	defer inFlight.open()
-	nodes := make([]redis.UniversalClient, len(r.servers))
-	for i, s := range r.servers {
-		nodes[i] = s.Client(nil)
-		nodes[i].AddHook(inFlight)
+	for _, how := range []string{"ctx", "Close"} {
+		t.Run(how, func(t *testing.T) {
+			r := startReal(t, 5)
+			inFlight := newBatchHold(handoffScript, 5)
+			defer inFlight.open()
+			nodes := make([]redis.UniversalClient, len(r.servers))
+			for i, s := range r.servers {
+				nodes[i] = s.Client(nil)
+				nodes[i].AddHook(inFlight)
+			}
+			h, err := New(nodes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer h.Close()
+			w := r.client(WithRetryDelay(time.Minute, time.Minute))
+			watching(t, h, "k")
+			holder, err := h.Lock(bg, "k", time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(bg)
+			res := make(chan error, 1)
+			go func() {
+				_, err := w.Lock(ctx, "k", time.Minute)
+				res <- err
+			}()
+			wantKnown(t, h, "k", 1)
+			token := wantsOf(h, "k")[0]
+			unlocked := make(chan error, 1)
+			go func() { unlocked <- holder.Unlock(bg) }()
+			for range 5 {
+				<-inFlight.holding // the hand-off is on its way to every master
+			}
+			closed := make(chan error, 1)
+			if how == "ctx" {
+				cancel()
+			} else {
+				go func() { closed <- w.Close() }()
+			}
+			if err := <-res; err == nil {
+				t.Fatal("Lock returned a lock")
+			}
+			if how == "ctx" {
+				settle(w) // its withdrawal went out
+			}
+			inFlight.open()
+			<-unlocked
+			if how == "Close" {
+				<-closed
+			}
+			within(t, scaled(5*time.Second), "the release of the given-up token", func() bool {
+				for r.count("k", token) > 0 {
+					time.Sleep(time.Millisecond) // the masters have no signal
+				}
+				return true
+			})
+			cancel()
+		})
 	}
-	h, err := New(nodes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	w := r.client(WithRetryDelay(time.Minute, time.Minute))
-	watching(t, h, "k")
-	holder, err := h.Lock(bg, "k", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(bg)
-	res := make(chan error, 1)
-	go func() {
-		_, err := w.Lock(ctx, "k", time.Minute)
-		res <- err
-	}()
-	wantKnown(t, h, "k", 1)
-	token := wantsOf(h, "k")[0]
-	unlocked := make(chan error, 1)
-	go func() { unlocked <- holder.Unlock(bg) }()
-	for range 5 {
-		<-inFlight.holding // the hand-off is on its way to every master
-	}
-	cancel()
-	if err := <-res; err == nil {
-		t.Fatal("Lock with a cancelled ctx returned a lock")
-	}
-	settle(w) // its withdrawal went out
-	inFlight.open()
-	<-unlocked
-	within(t, scaled(5*time.Second), "the release of the given-up token", func() bool {
-		for r.count("k", token) > 0 {
-			time.Sleep(time.Millisecond) // the masters have no signal
-		}
-		return true
-	})
 }
 
 // TestConcurrentClosesWithAWantOut: two Closes at once, while a waiter's

@@ -250,8 +250,8 @@ var mutants = []mutant{
 	},
 	{
 		name:    "close-leaves-wants-out",
-		file:    "redlock.go",
-		from:    "		c.withdraw(t.key, t.token, t.ttl, t.heard)\n",
+		file:    "wants.go",
+		from:    "		c.withdraw(t.key, t.token, t.ttl, false)\n",
 		to:      "		_ = t\n",
 		killers: "TestClosingAWaitingClientWithdrawsItsWant",
 	},
@@ -274,7 +274,14 @@ var mutants = []mutant{
 		file:    "wants.go",
 		from:    "	c.retire(lp.key, a.token, lp.ttl, nil) // before unexpect: no notice falls between\n",
 		to:      "",
-		killers: "TestAWaiterThatGivesUpDuringAHandOffToItFreesTheKey",
+		killers: "TestAWaiterThatGivesUpDuringAHandOffToItFreesTheKey/ctx",
+	},
+	{
+		name:    "close-releases-no-want-token",
+		file:    "wants.go",
+		from:    "			c.releaseNode(n, t.key, t.token, t.ttl)\n",
+		to:      "			_, _ = n, t\n",
+		killers: "TestAWaiterThatGivesUpDuringAHandOffToItFreesTheKey/Close",
 	},
 	{
 		name:    "pipe-never-stalls",
