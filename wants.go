@@ -300,10 +300,9 @@ func (h *watcher) subscribed() bool {
 // A wantOut is a waiter's announcement: its token, and when it was first
 // and last sent.
 type wantOut struct {
-	token      string
-	first, at  time.Time
-	handed     <-chan struct{} // closed once a majority of nodes handed the key to token
-	lockedWith bool            // the waiter's lock holds token
+	token     string
+	first, at time.Time
+	handed    <-chan struct{} // closed once a majority of nodes handed the key to token
 }
 
 // announce sends, or repeats every wantRefresh, the waiter's want of the
