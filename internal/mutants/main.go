@@ -76,8 +76,8 @@ var mutants = []mutant{
 	{
 		name:    "until-counts-from-the-decision",
 		file:    "acquire.go",
-		from:    "	l.until = validUntil(r.start, l.ttl, l.c.cfg.driftFactor)",
-		to:      "	l.until = validUntil(r.decided, l.ttl, l.c.cfg.driftFactor)",
+		from:    "	l.startValidity(r.start)\n",
+		to:      "	l.startValidity(r.decided)\n",
 		killers: "TestUntilCountsFromTheRoundsStartNotItsDecision",
 	},
 	{
@@ -118,7 +118,7 @@ var mutants = []mutant{
 	{
 		name:    "backing-off-lock-ignores-close",
 		file:    "retry.go",
-		from:    "	case <-lp.c.closing:\n		return false, fmt.Errorf(\"%w: %q: %w while waiting\", ErrNotObtained, lp.key, ErrClosed)\n",
+		from:    "	case <-lp.c.closing:\n		return 0, fmt.Errorf(\"%w: %q: %w while waiting\", ErrNotObtained, lp.key, ErrClosed)\n",
 		to:      "",
 		killers: "TestCloseEndsALockWaitingOnItsBackoff",
 	},
@@ -216,7 +216,7 @@ var mutants = []mutant{
 	{
 		name:    "want-never-withdrawn",
 		file:    "wants.go",
-		from:    "		c.publishWant(context.Background(), lp.key, a.token, 0, lp.ttl)\n",
+		from:    "		c.publishWant(key, token, 0, ttl)\n",
 		to:      "",
 		killers: "TestAWaiterThatGivesUpWithdrawsItsWant",
 	},
