@@ -56,11 +56,7 @@ func TestHandOffToAnotherClientCostsOneRoundAndNoRelease(t *testing.T) {
 	r := startReal(t, 5)
 	h := r.client()
 	w := r.client(WithRetryDelay(time.Minute, time.Minute)) // no attempt of its own meanwhile
-	watching(t, h, "k")
-	holder, err := h.Lock(bg, "k", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	holder := holding(t, h)
 	for _, a := range r.admin {
 		if err := handoffScript.Load(bg, a).Err(); err != nil {
 			t.Fatal(err)
@@ -118,11 +114,7 @@ func TestHandOffToAnotherClientCostsOneRoundAndNoRelease(t *testing.T) {
 func TestHandOffToAnotherClientLeavesFreeMastersFree(t *testing.T) {
 	r := startReal(t, 5)
 	h, w := r.client(), r.client()
-	watching(t, h, "k")
-	holder, err := h.Lock(bg, "k", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	holder := holding(t, h)
 	res := tryLockAsync(w, "k", time.Minute)
 	wantKnown(t, h, "k", 1)
 	token := wantsOf(h, "k")[0]
@@ -145,6 +137,61 @@ func TestHandOffToAnotherClientLeavesFreeMastersFree(t *testing.T) {
 	}
 }
 
+// holding makes h watch "k", as a Client does once it waited for it, so
+// that it hears other Clients' wants, and take it for a minute.
+func holding(t *testing.T, h *Client) *Lock {
+	t.Helper()
+	watching(t, h, "k")
+	holder, err := h.Lock(bg, "k", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return holder
+}
+
+// noWantsLeft waits until h keeps no want of "k".
+func noWantsLeft(t *testing.T, h *Client, what string) {
+	t.Helper()
+	within(t, scaled(5*time.Second), what, func() bool {
+		for len(wantsOf(h, "k")) > 0 {
+			time.Sleep(time.Millisecond) // the waker has no signal for tests
+		}
+		return true
+	})
+}
+
+// releasedWithoutHandOff unlocks holder, h's lock of "k", and checks that
+// it released the key rather than hand it to another Client's waiter.
+func releasedWithoutHandOff(t *testing.T, r *realNodes, h *Client, holder *Lock, after string) {
+	t.Helper()
+	if err := holder.Unlock(bg); err != nil {
+		t.Fatal(err)
+	}
+	settle(h)
+	if n, left := h.cfg.test.remoteHandOffs.Load(), len(r.servers)-r.count("k", ""); n != 0 || left != 0 {
+		t.Fatalf("%s: %d hand-offs, the key on %d masters (%q)", after, n, left, r.values("k"))
+	}
+}
+
+// hookedClient returns a Client over fresh go-redis clients of r's
+// servers, with hook on those of the nodes given; closed with the test.
+func hookedClient(t *testing.T, r *realNodes, hook redis.Hook, nodes ...int) *Client {
+	t.Helper()
+	clients := make([]redis.UniversalClient, len(r.servers))
+	for i, s := range r.servers {
+		clients[i] = s.Client(nil)
+	}
+	for _, i := range nodes {
+		clients[i].AddHook(hook)
+	}
+	c, err := New(clients)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
 // tryLockAsync calls c.Lock(bg, key, ttl) in the background.
 func tryLockAsync(c *Client, key string, ttl time.Duration) <-chan lockResult {
 	res := make(chan lockResult, 1)
@@ -161,11 +208,7 @@ func tryLockAsync(c *Client, key string, ttl time.Duration) <-chan lockResult {
 func TestHandOffsAcrossClientsGoInTheOrderOfTheirWants(t *testing.T) {
 	r := startReal(t, 5)
 	h, first, second := r.client(), r.client(), r.client()
-	watching(t, h, "k")
-	holder, err := h.Lock(bg, "k", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	holder := holding(t, h)
 	res1 := tryLockAsync(first, "k", time.Minute)
 	wantKnown(t, h, "k", 1)
 	res2 := tryLockAsync(second, "k", time.Minute)
@@ -203,11 +246,7 @@ func TestHandedLockAfterALongWaitIsConfirmed(t *testing.T) {
 	r := startReal(t, 5)
 	h := r.client()
 	w := r.client(WithRetryDelay(10*time.Millisecond, time.Minute)) // no timer fires meanwhile
-	watching(t, h, "k")
-	holder, err := h.Lock(bg, "k", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	holder := holding(t, h)
 	const ttl = time.Second
 	res := tryLockAsync(w, "k", ttl)
 	wantKnown(t, h, "k", 1)
@@ -234,11 +273,7 @@ func TestHandedLockAfterALongWaitIsConfirmed(t *testing.T) {
 func TestAWaiterThatGivesUpWithdrawsItsWant(t *testing.T) {
 	r := startReal(t, 5)
 	h, w := r.client(), r.client()
-	watching(t, h, "k")
-	holder, err := h.Lock(bg, "k", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	holder := holding(t, h)
 	ctx, cancel := context.WithCancel(bg)
 	res := make(chan error, 1)
 	go func() {
@@ -250,12 +285,7 @@ func TestAWaiterThatGivesUpWithdrawsItsWant(t *testing.T) {
 	if err := <-res; err == nil {
 		t.Fatal("Lock with a cancelled ctx returned a lock")
 	}
-	within(t, scaled(5*time.Second), "the withdrawal", func() bool {
-		for len(wantsOf(h, "k")) > 0 {
-			time.Sleep(time.Millisecond) // the waker has no signal for tests
-		}
-		return true
-	})
+	noWantsLeft(t, h, "the withdrawal")
 	if err := holder.Unlock(bg); err != nil {
 		t.Fatal(err)
 	}
@@ -324,11 +354,7 @@ func TestAHolderNeverRollsBackAnotherClientsHandedToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	watching(t, h, "k")
-	holder, err := h.Lock(bg, "k", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	holder := holding(t, h)
 	res := tryLockAsync(w, "k", time.Minute)
 	wantKnown(t, h, "k", 1)
 	token := wantsOf(h, "k")[0]
@@ -378,11 +404,7 @@ func TestAHolderNeverRollsBackAnotherClientsHandedToken(t *testing.T) {
 func TestAWantSentToAHungMasterNeitherHoldsTheWaiterNorOutlivesItsWithdrawal(t *testing.T) {
 	r := startReal(t, 3)
 	h, w := r.client(), r.client()
-	watching(t, h, "k")
-	holder, err := h.Lock(bg, "k", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	holder := holding(t, h)
 	paused := int(w.wantNode.Load()+1) % 3 // where the first want goes
 	spy := r.admin[paused].Subscribe(bg, noticeChannel("k"))
 	defer spy.Close()
@@ -400,15 +422,7 @@ func TestAWantSentToAHungMasterNeitherHoldsTheWaiterNorOutlivesItsWithdrawal(t *
 	if took := time.Since(start); took > scaled(time.Second) {
 		t.Fatalf("Lock with a %v ctx returned after %v: its want to a hung master held it", scaled(500*time.Millisecond), took)
 	}
-	noWants := func(what string) {
-		within(t, scaled(5*time.Second), what, func() bool {
-			for len(wantsOf(h, "k")) > 0 {
-				time.Sleep(time.Millisecond) // the waker has no signal for tests
-			}
-			return true
-		})
-	}
-	noWants("the withdrawal")
+	noWantsLeft(t, h, "the withdrawal")
 	r.servers[paused].Resume() // it now publishes the want it held
 	late, cancelLate := context.WithTimeout(bg, scaled(5*time.Second))
 	defer cancelLate()
@@ -440,14 +454,8 @@ func TestAWantSentToAHungMasterNeitherHoldsTheWaiterNorOutlivesItsWithdrawal(t *
 		t.Fatalf("the holder keeps the wants %q: it took a late copy of a withdrawn want", got)
 	}
 	probe(0)
-	noWants("the probe's withdrawal")
-	if err := holder.Unlock(bg); err != nil {
-		t.Fatal(err)
-	}
-	settle(h)
-	if n := h.cfg.test.remoteHandOffs.Load(); n != 0 || r.count("k", "") != 3 {
-		t.Fatalf("after a late copy of a withdrawn want: %d hand-offs, the key on %d masters", n, 3-r.count("k", ""))
-	}
+	noWantsLeft(t, h, "the probe's withdrawal")
+	releasedWithoutHandOff(t, r, h, holder, "after a late copy of a withdrawn want")
 }
 
 // TestClosingAWaitingClientWithdrawsItsWant: Close ends a waiting Lock, and
@@ -455,11 +463,7 @@ func TestAWantSentToAHungMasterNeitherHoldsTheWaiterNorOutlivesItsWithdrawal(t *
 func TestClosingAWaitingClientWithdrawsItsWant(t *testing.T) {
 	r := startReal(t, 3)
 	h, w := r.client(), r.client()
-	watching(t, h, "k")
-	holder, err := h.Lock(bg, "k", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	holder := holding(t, h)
 	res := tryLockAsync(w, "k", time.Minute)
 	wantKnown(t, h, "k", 1)
 	if err := w.Close(); err != nil {
@@ -468,19 +472,8 @@ func TestClosingAWaitingClientWithdrawsItsWant(t *testing.T) {
 	if got := <-res; got.err == nil {
 		t.Fatal("a Lock waiting on a closed Client returned a lock")
 	}
-	within(t, scaled(5*time.Second), "the withdrawal", func() bool {
-		for len(wantsOf(h, "k")) > 0 {
-			time.Sleep(time.Millisecond) // the waker has no signal for tests
-		}
-		return true
-	})
-	if err := holder.Unlock(bg); err != nil {
-		t.Fatal(err)
-	}
-	settle(h)
-	if n := h.cfg.test.remoteHandOffs.Load(); n != 0 || r.count("k", "") != 3 {
-		t.Fatalf("after the waiting Client closed: %d hand-offs, the key on %d masters", n, 3-r.count("k", ""))
-	}
+	noWantsLeft(t, h, "the withdrawal")
+	releasedWithoutHandOff(t, r, h, holder, "after the waiting Client closed")
 }
 
 // TestAHandOffThatReachesAMasterAfterTheWaitersUnlockIsReleased: the
@@ -493,22 +486,9 @@ func TestAHandOffThatReachesAMasterAfterTheWaitersUnlockIsReleased(t *testing.T)
 	r := startReal(t, 5)
 	late := newBatchHold(handoffScript, 1)
 	defer late.open()
-	nodes := make([]redis.UniversalClient, len(r.servers))
-	for i, s := range r.servers {
-		nodes[i] = s.Client(nil)
-	}
-	nodes[4].AddHook(late)
-	h, err := New(nodes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
+	h := hookedClient(t, r, late, 4)
 	w := r.client()
-	watching(t, h, "k")
-	holder, err := h.Lock(bg, "k", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	holder := holding(t, h)
 	res := tryLockAsync(w, "k", time.Minute)
 	wantKnown(t, h, "k", 1)
 	if err := holder.Unlock(bg); err != nil {
@@ -575,22 +555,9 @@ func TestAWaiterThatGivesUpDuringAHandOffToItFreesTheKey(t *testing.T) {
 			r := startReal(t, 5)
 			inFlight := newBatchHold(handoffScript, 5)
 			defer inFlight.open()
-			nodes := make([]redis.UniversalClient, len(r.servers))
-			for i, s := range r.servers {
-				nodes[i] = s.Client(nil)
-				nodes[i].AddHook(inFlight)
-			}
-			h, err := New(nodes)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer h.Close()
+			h := hookedClient(t, r, inFlight, 0, 1, 2, 3, 4)
 			w := r.client(WithRetryDelay(time.Minute, time.Minute))
-			watching(t, h, "k")
-			holder, err := h.Lock(bg, "k", time.Minute)
-			if err != nil {
-				t.Fatal(err)
-			}
+			holder := holding(t, h)
 			ctx, cancel := context.WithCancel(bg)
 			res := make(chan error, 1)
 			go func() {
@@ -643,10 +610,7 @@ func TestAWaiterThatGivesUpDuringAHandOffToItFreesTheKey(t *testing.T) {
 func TestConcurrentClosesWithAWantOut(t *testing.T) {
 	r := startReal(t, 3)
 	h, w := r.client(), r.client()
-	watching(t, h, "k")
-	if _, err := h.Lock(bg, "k", time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	holding(t, h)
 	res := tryLockAsync(w, "k", time.Minute)
 	wantKnown(t, h, "k", 1)
 	closed := make(chan error, 2)
