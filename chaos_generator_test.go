@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strings"
@@ -296,6 +297,13 @@ func generate(s *scenario) {
 		}
 		if time.Now().After(wait) {
 			s.t.Errorf("seed %d: %d connections to the masters are still open after every Client and go-redis client closed", s.seed, n)
+			// Who may still hold one: every goroutine in go-redis or here.
+			buf := make([]byte, 8<<20)
+			for _, gr := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+				if strings.Contains(gr, "go-redis") || strings.Contains(gr, "redlock.") {
+					s.t.Logf("goroutine:\n%s", gr)
+				}
+			}
 			break
 		}
 	}
