@@ -202,6 +202,7 @@ func TestAWantedKeyIsStillTheHolders(t *testing.T) {
 	if err := l.Extend(bg, 2*time.Minute); err != nil {
 		t.Fatalf("Extend of a wanted key: %v", err)
 	}
+	settle(c) // Extend returns at a majority; the rest answer in the background
 	for i, s := range m.servers {
 		if ttl := s.TTL("k"); ttl != 2*time.Minute {
 			t.Fatalf("node %d: TTL %v after Extend, want 2m", i, ttl)

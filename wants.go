@@ -479,6 +479,11 @@ func (lp *waitLoop) withdraw() {
 	c.retire(lp.key, a.token, lp.ttl, nil) // before unexpect: no notice falls between
 	c.withdraw(lp.key, a.token, lp.ttl, lp.w.unexpect(a.token))
 	c.bg.Done()
+	// Keep hearing the key a while, so that a hand-off already on its way
+	// to the token is heard, and released (lateHandOff).
+	if h := c.wk.existing(lp.key); h != nil {
+		time.AfterFunc(wantFresh, h.close)
+	}
 }
 
 // withdraw tells other Clients' holders to forget the want of key for
