@@ -192,6 +192,17 @@ func hookedClient(t *testing.T, r *realNodes, hook redis.Hook, nodes ...int) *Cl
 	return c
 }
 
+// lockErrAsync calls c.Lock(ctx, "k", time.Minute) in the background and
+// reports its error.
+func lockErrAsync(ctx context.Context, c *Client) <-chan error {
+	res := make(chan error, 1)
+	go func() {
+		_, err := c.Lock(ctx, "k", time.Minute)
+		res <- err
+	}()
+	return res
+}
+
 // tryLockAsync calls c.Lock(bg, key, ttl) in the background.
 func tryLockAsync(c *Client, key string, ttl time.Duration) <-chan lockResult {
 	res := make(chan lockResult, 1)
@@ -275,11 +286,7 @@ func TestAWaiterThatGivesUpWithdrawsItsWant(t *testing.T) {
 	h, w := r.client(), r.client()
 	holder := holding(t, h)
 	ctx, cancel := context.WithCancel(bg)
-	res := make(chan error, 1)
-	go func() {
-		_, err := w.Lock(ctx, "k", time.Minute)
-		res <- err
-	}()
+	res := lockErrAsync(ctx, w)
 	wantKnown(t, h, "k", 1)
 	cancel()
 	if err := <-res; err == nil {
@@ -559,11 +566,7 @@ func TestAWaiterThatGivesUpDuringAHandOffToItFreesTheKey(t *testing.T) {
 			w := r.client(WithRetryDelay(time.Minute, time.Minute))
 			holder := holding(t, h)
 			ctx, cancel := context.WithCancel(bg)
-			res := make(chan error, 1)
-			go func() {
-				_, err := w.Lock(ctx, "k", time.Minute)
-				res <- err
-			}()
+			res := lockErrAsync(ctx, w)
 			wantKnown(t, h, "k", 1)
 			token := wantsOf(h, "k")[0]
 			unlocked := make(chan error, 1)
