@@ -105,6 +105,9 @@ func (l *Lock) won(r *round) bool {
 // startValidity starts l's validity, counted from start: before every
 // request that set its keys was sent.
 func (l *Lock) startValidity(start time.Time) {
+	if l.c.cfg.obs != nil {
+		l.obtained = time.Now() // only the observers' hold time needs it
+	}
 	l.until = validUntil(start, l.ttl, l.c.cfg.driftFactor)
 	l.done = make(chan struct{})
 	l.mu.Lock() // expire may run before the assignment is done

@@ -40,9 +40,41 @@ func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(
 	if fn == nil {
 		return fmt.Errorf("%w: nil fn", ErrInvalidArgument)
 	}
-	l, err := c.Lock(ctx, key, ttl)
-	if err != nil {
+	if err := c.usable(); err != nil {
 		return err
+	}
+	o := c.cfg.obs
+	if o == nil || ctx == nil {
+		_, err := c.do(ctx, key, ttl, fn)
+		return err
+	}
+	ctx = c.start(ctx, "Do", key)
+	finished := false
+	defer func() {
+		if !finished && o.DoEnd != nil { // fn panicked: the call still ends
+			o.DoEnd(DoEvent{Ctx: ctx, Key: key, Err: fmt.Errorf("%w: fn panicked", ErrNotHeld)})
+		}
+	}()
+	l, err := c.do(ctx, key, ttl, fn)
+	finished = true
+	if o.DoEnd != nil {
+		e := DoEvent{Ctx: ctx, Key: key, Err: err}
+		if l != nil {
+			e.Held = time.Since(l.obtained)
+		}
+		if errors.Is(err, ErrLockLost) {
+			e.Lost = err
+		}
+		o.DoEnd(e)
+	}
+	return err
+}
+
+// do is Do; l is the lock it held, if it got one.
+func (c *Client) do(ctx context.Context, key string, ttl time.Duration, fn func(ctx context.Context) error) (l *Lock, err error) {
+	l, err = c.Lock(ctx, key, ttl)
+	if err != nil {
+		return nil, err
 	}
 	fnCtx, cancel := context.WithCancelCause(context.WithValue(ctx, lockKey{}, l))
 	defer cancel(nil)
@@ -50,7 +82,7 @@ func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(
 	watched := make(chan struct{})
 	go func() {
 		defer close(watched)
-		l.keepAlive(stop, ttl, cancel)
+		l.keepAlive(context.WithoutCancel(ctx), stop, ttl, cancel)
 	}()
 
 	finished := false
@@ -72,15 +104,16 @@ func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(
 	}
 	_ = l.Unlock(context.WithoutCancel(ctx))
 	if errors.Is(lost, ErrLockLost) {
-		return errors.Join(lost, fnErr)
+		return l, errors.Join(lost, fnErr)
 	}
-	return fnErr
+	return l, fnErr
 }
 
 // keepAlive extends l to ttl every ttl/3 until stop is closed, and calls
 // lose with an ErrLockLost cause as soon as the lock is lost or its
-// validity ends.
-func (l *Lock) keepAlive(stop <-chan struct{}, ttl time.Duration, lose context.CancelCauseFunc) {
+// validity ends. ctx carries Do's values (its span, for an Observer) and
+// is never cancelled: only stop ends the extensions.
+func (l *Lock) keepAlive(ctx context.Context, stop <-chan struct{}, ttl time.Duration, lose context.CancelCauseFunc) {
 	c := l.c
 	every := max(ttl/3, time.Millisecond)
 	timer := time.NewTimer(every)
@@ -95,7 +128,7 @@ func (l *Lock) keepAlive(stop <-chan struct{}, ttl time.Duration, lose context.C
 			return
 		case <-timer.C:
 		}
-		err := l.Extend(context.Background(), ttl)
+		err := l.Extend(ctx, ttl)
 		switch {
 		case err == nil:
 			failures = 0

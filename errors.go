@@ -96,6 +96,7 @@ type QuorumError struct {
 	Nodes []*NodeError
 
 	outcome error // ErrNotObtained or ErrNotHeld
+	nodes   int   // how many nodes the Client has
 }
 
 func (e *QuorumError) Error() string {

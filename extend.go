@@ -36,6 +36,19 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if ctx == nil {
 		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
 	}
+	o := l.c.cfg.obs
+	if o == nil {
+		return l.extend(ctx, ttl)
+	}
+	ctx = l.c.start(ctx, "Extend", l.key)
+	err := l.extend(ctx, ttl)
+	if o.Extend != nil {
+		o.Extend(ExtendEvent{Ctx: ctx, Key: l.key, TTL: ttl, Err: err})
+	}
+	return err
+}
+
+func (l *Lock) extend(ctx context.Context, ttl time.Duration) error {
 	c := l.c
 	ttl, err := c.checkTTL(ttl)
 	if err != nil {
@@ -57,10 +70,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	l.shortest = min(l.shortest, ttl) // whether the round wins or not, its scripts record ttl
 	l.mu.Unlock()
 	start := time.Now()
-	deadline := c.deadline(start, ttl)
-	if until.Before(deadline) {
-		deadline = until // a majority after the validity ended is too late
-	}
+	deadline := c.deadline(start, ttl).until(until) // a majority after the validity ended is too late
 	args := newRoundArgs(l.key, l.token, ttl, notice{}, c.guard(ttl) > 0)
 	r := c.fanOut(ctx, "extend", l.key, deadline, l.refusedNodes(), ttl, func(ctx context.Context, n *node) (ballot, error) {
 		if err := l.holds[n.index].await(ctx); err != nil {

@@ -137,10 +137,7 @@ func (l *Lock) drawFence(ctx context.Context, until time.Time) (uint64, error) {
 // our token and, when raise is set, its counter is now at least raise.
 func (l *Lock) fenceRound(ctx context.Context, until time.Time, values []atomic.Uint64, raise uint64) *round {
 	c := l.c
-	deadline := time.Now().Add(c.nodeTimeout(l.ttlNow()))
-	if until.Before(deadline) {
-		deadline = until
-	}
+	deadline := nodeDeadline(time.Now().Add(c.nodeTimeout(l.ttlNow()))).until(until)
 	return c.fanOut(ctx, "fence", l.key, deadline, l.refusedNodes(), 0, func(ctx context.Context, n *node) (ballot, error) {
 		if err := l.holds[n.index].await(ctx); err != nil {
 			return ballot{}, refusalAsVote(err)

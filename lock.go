@@ -17,6 +17,8 @@ type Lock struct {
 	token string
 	holds []*hold // per node, indexed like c.nodes
 
+	obtained time.Time // when it was known held, for the observers' hold time
+
 	mu       sync.Mutex
 	ttl      time.Duration // of the last successful acquisition or extension
 	shortest time.Duration // the shortest TTL a script of ours set or extended the key with (trustedHandOff)

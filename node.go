@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -26,7 +27,14 @@ type node struct {
 	// noticeRetry after that, so the refusal costs one script per master,
 	// not one per call, and rights granted later are found again.
 	noticesRefused atomic.Int64
+
+	obs    *Observer  // the Client's observers; nil: none
+	health nodeHealth // for the observers' NodeState and Quarantine
 }
+
+// isNoPerm reports whether err is a master's refusal for want of ACL rights
+// (a channel, for PUBLISH or SUBSCRIBE).
+func isNoPerm(err error) bool { return err != nil && strings.HasPrefix(err.Error(), "NOPERM") }
 
 // noticeRetry is how long a master that refused a notice is sent none.
 const noticeRetry = time.Minute
@@ -64,7 +72,7 @@ func (n *node) acquireReply(cmd *redis.Cmd, k *knownMemory) (ballot, error) {
 		return ballot{}, err
 	}
 	if vote == 3 {
-		n.refusedNotice()
+		n.refusedNoticeBy(nil)
 	}
 	return ballot{yes: vote == 1 || vote == 3, mem: mem}, nil
 }
@@ -210,7 +218,7 @@ func (n *node) releaseReply(cmd *redis.Cmd) (deleted bool, receivers int64, err 
 		return false, 0, err
 	}
 	if v < 0 {
-		n.refusedNotice()
+		n.refusedNoticeBy(nil)
 		return true, 0, nil
 	}
 	return v > 0, max(v-1, 0), nil
@@ -236,7 +244,7 @@ func (n *node) handOff(ctx context.Context, send sendCheck, a *roundArgs) (state
 	}
 	mem = n.memory(k, v[2], v[3], v[4])
 	if v[1] < 0 {
-		n.refusedNotice()
+		n.refusedNoticeBy(nil)
 		return v[0], 0, mem, nil
 	}
 	return v[0], v[1], mem, nil

@@ -4,6 +4,7 @@ package redlock
 
 import (
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"time"
 )
@@ -26,13 +27,16 @@ const (
 type Option func(*config) error
 
 type config struct {
-	nodeTimeout time.Duration // 0: derived from the TTL
-	driftFactor float64
-	retryMin    time.Duration
-	retryMax    time.Duration
-	noNotices   bool          // WithoutNotices
-	guard       time.Duration // WithRestartGuard; 0: off
-	batchLimit  int           // WithBatchLimit; 1: batching off
+	nodeTimeout   time.Duration // 0: derived from the TTL
+	driftFactor   float64
+	retryMin      time.Duration
+	retryMax      time.Duration
+	noNotices     bool          // WithoutNotices
+	guard         time.Duration // WithRestartGuard; 0: off
+	batchLimit    int           // WithBatchLimit; 1: batching off
+	obs           *Observer     // WithObserver and WithLogger, joined; nil: none
+	logger        *slog.Logger  // WithLogger
+	keyAttributes bool          // WithKeyAttributes
 
 	test *testHooks // never nil
 }

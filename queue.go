@@ -4,6 +4,7 @@ package redlock
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -26,6 +27,7 @@ func newTurns[T any](closing <-chan struct{}) *turns[T] {
 
 type turnQueue[T any] struct {
 	waiters []*turnWaiter[T]
+	last    error // the last failed attempt of the turn's holder since it last held the key (saw)
 }
 
 // A turnWaiter is a queued Lock call. It is served exactly once, by serve:
@@ -66,6 +68,11 @@ func (t *turns[T]) take(ctx context.Context, key string, ttl time.Duration) (pas
 		quit = ErrClosed
 	}
 	t.mu.Lock()
+	if q.last != nil {
+		// Say why the queue did not move: its head's last attempt (a
+		// majority unreachable, say), not only that ctx ended.
+		quit = fmt.Errorf("%w; the last attempt ahead of it: %w", quit, q.last)
+	}
 	for i, w := range q.waiters {
 		if w == me {
 			q.waiters = append(q.waiters[:i], q.waiters[i+1:]...)
@@ -83,6 +90,28 @@ func (t *turns[T]) take(ctx context.Context, key string, ttl time.Duration) (pas
 	}
 	t.passer(key)()
 	return nil, nil, true, quit
+}
+
+// saw records the outcome of an attempt by the holder of key's turn: its
+// error when it failed, nil once it holds the key. A waiter that gives up
+// in the queue reports the last failure, which says why the queue did not
+// move.
+func (t *turns[T]) saw(key string, err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if q := t.q[key]; q != nil {
+		q.last = err
+	}
+}
+
+// lastSeen returns the last failure saw recorded for key's turn, if any.
+func (t *turns[T]) lastSeen(key string) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if q := t.q[key]; q != nil {
+		return q.last
+	}
+	return nil
 }
 
 // claim removes key's first waiter from the queue, to be served by the

@@ -36,6 +36,29 @@ type round struct {
 	reported int        // how many nodes reported their memory with their answer (guard.go)
 	held     []heldVote // yes votes the guard has not decided yet
 	counted  []heldVote // yes votes counted with a reported memory, while the guard may grow
+
+	nodes int       // how many nodes the round had
+	obs   *roundObs // what the observers need, when the Client has any (observe.go)
+}
+
+// A roundObs is what the observers need of a round: its caller's ctx, op,
+// key and start, for every node's reply, and the answers counted before
+// the decision. Made only for a Client with observers, so that a round
+// without costs one pointer.
+type roundObs struct {
+	caller       context.Context
+	op, key      string
+	start        time.Time
+	deadline     time.Time // when the round stops waiting
+	nodeDeadline time.Time // the masters' deadline: deadline, or later when the lock's validity ends first
+	answers      []answer  // written by the round's goroutine only
+}
+
+// An answer is a node's vote as an observed round counted it.
+type answer struct {
+	node int
+	yes  bool
+	at   time.Time
 }
 
 func (r *round) won() bool { return r.yes >= r.quorum }
@@ -46,7 +69,7 @@ func (r *round) elapsed() time.Duration { return r.decided.Sub(r.start) }
 func (r *round) error(outcome error) *QuorumError {
 	return &QuorumError{
 		Op: r.op, Key: r.key, Quorum: r.quorum, Votes: r.yes,
-		Elapsed: r.elapsed(), Nodes: r.failed, outcome: outcome,
+		Elapsed: r.elapsed(), Nodes: r.failed, outcome: outcome, nodes: r.nodes,
 	}
 }
 
@@ -80,8 +103,8 @@ type vote struct {
 // request of that TTL (guard.go): a yes from a master whose memory is
 // younger than the guard counts only once the round knows that no majority
 // remembers further back.
-func (c *Client) fanOut(ctx context.Context, op, key string, deadline time.Time, skip []error, guardTTL time.Duration, call nodeCall) *round {
-	return c.fanOutAsync(ctx, op, key, deadline, skip, guardTTL, call)
+func (c *Client) fanOut(ctx context.Context, op, key string, dl roundDeadline, skip []error, guardTTL time.Duration, call nodeCall) *round {
+	return c.fanOutAsync(ctx, op, key, dl, skip, guardTTL, call)
 }
 
 // An asyncOp is a round's call that can also be made in two halves, for
@@ -109,9 +132,13 @@ func (nodeCall) reply(*nodeTask, *redis.Cmd) (ballot, error) {
 
 // fanOutAsync is fanOut for an asyncOp: its calls to the nodes that have a
 // pipe are started when op.start can.
-func (c *Client) fanOutAsync(ctx context.Context, op, key string, deadline time.Time, skip []error, guardTTL time.Duration, async asyncOp) *round {
-	r := &round{op: op, key: key, quorum: c.quorum, start: time.Now(), guardTTL: guardTTL}
+func (c *Client) fanOutAsync(ctx context.Context, op, key string, dl roundDeadline, skip []error, guardTTL time.Duration, async asyncOp) *round {
+	deadline := dl.at
 	n := len(c.nodes)
+	r := &round{op: op, key: key, quorum: c.quorum, start: time.Now(), guardTTL: guardTTL, nodes: n}
+	if c.cfg.obs != nil {
+		r.obs = &roundObs{caller: ctx, op: op, key: key, start: r.start, deadline: dl.at, nodeDeadline: dl.node, answers: make([]answer, 0, n)}
+	}
 	if guardTTL > 0 {
 		r.mems = make([]memory, n)
 	}
@@ -129,6 +156,7 @@ func (c *Client) fanOutAsync(ctx context.Context, op, key string, deadline time.
 	// One context for the round's calls, ended by the deadline or once the
 	// last call returned (calls outlive the round).
 	nctx, calls := newRoundCtx(ctx, deadline, npending)
+	calls.obs = r.obs
 	tasks := make([]nodeTask, n)
 	for i, nd := range c.nodes {
 		if !pending[i] {
@@ -175,6 +203,7 @@ func (c *Client) fanOutAsync(ctx context.Context, op, key string, deadline time.
 	if r.decided.IsZero() { // every node was skipped
 		r.decided = r.start
 	}
+	c.observeRound(ctx, r)
 	return r
 }
 
@@ -197,8 +226,10 @@ func (t *nodeTask) reply(cmd *redis.Cmd) { t.vote(t.op.reply(t, cmd)) }
 
 // vote counts the node's ballot in the round; the call is over.
 func (t *nodeTask) vote(b ballot, err error) {
-	t.votes <- vote{node: t.n.index, ballot: b, err: err, at: time.Now()} // buffered: never blocks
-	t.calls.returned()                                                    // after the vote: nctx ends with every vote in
+	at := time.Now()
+	t.observeReply(b, err, at)
+	t.votes <- vote{node: t.n.index, ballot: b, err: err, at: at} // buffered: never blocks
+	t.calls.returned()                                            // after the vote: nctx ends with every vote in
 	t.c.bg.Done()
 }
 
@@ -206,6 +237,8 @@ func (t *nodeTask) vote(b ballot, err error) {
 type roundCalls struct {
 	running atomic.Int32
 	cancel  context.CancelFunc
+
+	obs *roundObs // the round's, for the observers; nil: none
 }
 
 // newRoundCtx returns the context of a round's n calls: ctx until deadline,
@@ -228,7 +261,15 @@ func (rc *roundCalls) returned() {
 
 // count records one node's answer.
 func (r *round) count(ctx context.Context, c *Client, v vote) {
-	r.decided = v.at
+	// Votes can come in out of the order of their replies (a node's
+	// observer runs between its reply and its vote): the round was
+	// decided no earlier than the latest reply it counted.
+	if v.at.After(r.decided) {
+		r.decided = v.at
+	}
+	if r.obs != nil {
+		r.obs.answers = append(r.obs.answers, answer{node: v.node, yes: v.yes && v.err == nil, at: v.at})
+	}
 	guard := r.guard(c, v)
 	switch {
 	case v.yes && v.err == nil && guard > 0 && v.mem.reported && v.mem.age < guard:

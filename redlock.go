@@ -75,6 +75,11 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 			return nil, err
 		}
 	}
+	if cfg.logger != nil {
+		if err := WithObserver(logObserver(cfg.logger, cfg.keyAttributes))(&cfg); err != nil {
+			return nil, err
+		}
+	}
 	ns, err := newNodes(nodes) // after the options: it may ask the nodes
 	if err != nil {
 		return nil, err
@@ -87,6 +92,19 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 		closing: make(chan struct{}),
 	}
 	c.workers = newWorkers()
+	var noticed func(int, string, string, bool)
+	var subscribeRefused func(int, error)
+	if o := cfg.obs; o != nil {
+		for _, n := range ns {
+			n.obs = o
+		}
+		if o.Notice != nil {
+			noticed = func(node int, key, kind string, own bool) {
+				o.Notice(NoticeEvent{Key: key, Node: node, Kind: kind, Own: own})
+			}
+		}
+		subscribeRefused = func(node int, err error) { ns[node].refusedNoticeBy(err) }
+	}
 	if cfg.batchLimit > 1 {
 		for _, n := range ns {
 			n.pipe = &pipe{client: n.client, limit: cfg.batchLimit, bg: &c.bg, spawn: c.workers.run}
@@ -101,6 +119,8 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 		maxDelay:         cfg.retryMax,
 		off:              cfg.noNotices,
 		lateHandOff:      c.lateHandOff,
+		noticed:          noticed,
+		subscribeRefused: subscribeRefused,
 	})
 	return c, nil
 }
@@ -151,6 +171,23 @@ func (c *Client) TryLock(ctx context.Context, key string, ttl time.Duration) (*L
 	if err := c.usable(); err != nil {
 		return nil, err
 	}
+	return c.acquire(ctx, "TryLock", key, ttl, c.tryLock)
+}
+
+// acquire runs TryLock's or Lock's body, op, for the observers when the
+// Client has any: Start before it, Acquire after it.
+func (c *Client) acquire(ctx context.Context, op, key string, ttl time.Duration, body func(context.Context, string, time.Duration) (*Lock, error)) (*Lock, error) {
+	if c.cfg.obs == nil {
+		return body(ctx, key, ttl)
+	}
+	began := time.Now()
+	ctx = c.start(ctx, op, key)
+	l, err := body(ctx, key, ttl)
+	c.observeAcquire(ctx, op, key, began, err)
+	return l, err
+}
+
+func (c *Client) tryLock(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
 	ttl, err := c.checkLock(ctx, key, ttl)
 	if err != nil {
 		return nil, err
@@ -198,6 +235,10 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration) (*Lock
 	if err := c.usable(); err != nil {
 		return nil, err
 	}
+	return c.acquire(ctx, "Lock", key, ttl, c.lock)
+}
+
+func (c *Client) lock(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
 	ttl, err := c.checkLock(ctx, key, ttl)
 	if err != nil {
 		return nil, err
@@ -223,6 +264,7 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration) (*Lock
 		pass()
 		return nil, err
 	}
+	c.turns.saw(key, nil) // the waiters behind it now wait for this lock
 	l.passTurnAtEnd(pass)
 	return l, nil
 }
@@ -267,10 +309,29 @@ func (c *Client) nodeTimeout(ttl time.Duration) time.Duration {
 // deadline is when a round started at start stops waiting for nodes: at the
 // node deadline, but never past the end of the validity it could win, since
 // a later yes would be worthless.
-func (c *Client) deadline(start time.Time, ttl time.Duration) time.Time {
+func (c *Client) deadline(start time.Time, ttl time.Duration) roundDeadline {
+	// A master that cannot answer within the validity it could win is
+	// failing, for a lock: this cap is the masters' deadline too.
 	d := start.Add(c.nodeTimeout(ttl))
 	if end := validUntil(start, ttl, c.cfg.driftFactor); end.Before(d) {
-		return end
+		d = end
+	}
+	return nodeDeadline(d)
+}
+
+// A roundDeadline is when a round stops waiting (at), and the masters'
+// deadline (node), which is later when the lock's validity ends the round
+// first (an Extend or Fence at the last moment). A request the library
+// cut short at at, before node, says nothing of its master.
+type roundDeadline struct{ at, node time.Time }
+
+// nodeDeadline is a round that waits until the masters' deadline d.
+func nodeDeadline(d time.Time) roundDeadline { return roundDeadline{at: d, node: d} }
+
+// until is d ending at end, if that is sooner.
+func (d roundDeadline) until(end time.Time) roundDeadline {
+	if end.Before(d.at) {
+		d.at = end
 	}
 	return d
 }

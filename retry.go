@@ -84,7 +84,10 @@ type waitLoop struct {
 // at once, after a contention delay, or after a backoff (also when
 // backOffFirst).
 func (c *Client) newWaitLoop(ctx context.Context, key string, ttl time.Duration, backOffFirst bool) *waitLoop {
-	lp := &waitLoop{c: c, ctx: ctx, key: key, ttl: ttl, w: c.wk.existing(key)}
+	// last starts as the queue's last failure: when this call's own first
+	// attempt is cut short by ctx, that says more of why the lock could not
+	// be had (the call waited behind the attempts that saw it).
+	lp := &waitLoop{c: c, ctx: ctx, key: key, ttl: ttl, w: c.wk.existing(key), last: c.turns.lastSeen(key)}
 	lp.events = lp.w.events()
 	lp.state = lp.w.approach()
 	if backOffFirst {
@@ -170,6 +173,7 @@ func (lp *waitLoop) attempt() (*Lock, error) {
 		return nil, withCtx(lp.ctx, lp.last)
 	}
 	lp.last = err
+	lp.c.turns.saw(lp.key, err) // for the waiters queued behind this one
 	if lp.w == nil {
 		// Subscribe after the first failure, so uncontended locks cost
 		// nothing. An event before the subscription is active is missed

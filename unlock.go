@@ -44,14 +44,32 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	if ctx == nil {
 		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
 	}
+	o := l.c.cfg.obs
+	if o == nil {
+		_, err := l.unlock(ctx)
+		return err
+	}
+	ctx = l.c.start(ctx, "Unlock", l.key)
+	to, err := l.unlock(ctx)
+	if o.Release != nil {
+		o.Release(ReleaseEvent{
+			Ctx: ctx, Key: l.key, Held: time.Since(l.obtained),
+			HandedOff: to != (recipient{}), Remote: to != (recipient{}) && to.local == nil, Err: err,
+		})
+	}
+	return err
+}
+
+// unlock is Unlock; handedTo is the waiter the lock went to, if it did.
+func (l *Lock) unlock(ctx context.Context) (handedTo recipient, err error) {
 	u, err := l.markReleased()
 	if err != nil {
-		return err
+		return recipient{}, err
 	}
 	c := l.c
 	if err := c.enter(); err != nil {
 		u.pass()
-		return err
+		return recipient{}, err
 	}
 	defer c.bg.Done()
 	var lost *handOffCalls // what a hand-off that ran first and lost left
@@ -62,9 +80,9 @@ func (l *Lock) Unlock(ctx context.Context) error {
 				u.pass() // the lock went to another Client: the turn stays here
 			}
 			if ho.decided.Before(u.until) {
-				return nil
+				return to, nil
 			}
-			return fmt.Errorf("%w: %q: handed to the next waiter after the validity ended", ErrNotHeld, l.key)
+			return to, fmt.Errorf("%w: %q: handed to the next waiter after the validity ended", ErrNotHeld, l.key)
 		}
 		lost = ho.lost
 		if to.local != nil {
@@ -75,9 +93,9 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	r := l.release(ctx, u.ttl, lost)
 	l.endBy(r.decided)
 	if r.won() && r.decided.Before(u.until) {
-		return nil
+		return recipient{}, nil
 	}
-	return r.error(ErrNotHeld)
+	return recipient{}, r.error(ErrNotHeld)
 }
 
 // unlocking is what Unlock takes from the lock as it marks it released.
@@ -119,7 +137,7 @@ func (l *Lock) release(ctx context.Context, ttl time.Duration, lost *handOffCall
 	c := l.c
 	own := c.wk.listening(l.key)
 	rr := &releaseRound{l: l, lost: lost, args: newRoundArgs(l.key, l.token, 0, c.announce(releasedNotice, l.key, l.token, 0), false)}
-	deadline := time.Now().Add(c.nodeTimeout(ttl))
+	deadline := nodeDeadline(time.Now().Add(c.nodeTimeout(ttl)))
 	r := c.fanOutAsync(context.WithoutCancel(ctx), "unlock", l.key, deadline, l.refusedNodes(), 0, rr)
 	if r.won() {
 		c.wk.noteReleased(l.key, l.token)

@@ -67,6 +67,11 @@ type wakerConfig struct {
 	// the Client's tokens no waiter expects any more (wants.go). It must
 	// not block.
 	lateHandOff func(key, token string, node int)
+
+	// For the observers, when set (observe.go): a notice received, and a
+	// subscription a node refused.
+	noticed          func(node int, key, kind string, own bool)
+	subscribeRefused func(node int, err error)
 }
 
 // newWaker returns a waker for the masters nodes. It opens no connection
@@ -228,7 +233,10 @@ func (w *waker) send(s *nodeSub) {
 		for _, op := range ops {
 			ctx, cancel := context.WithTimeout(context.Background(), w.cfg.subscribeTimeout)
 			if op.subscribe {
-				_ = s.ps.Subscribe(ctx, op.channel)
+				err := s.ps.Subscribe(ctx, op.channel)
+				if w.cfg.subscribeRefused != nil && isNoPerm(err) {
+					w.cfg.subscribeRefused(s.index, err)
+				}
 			} else {
 				_ = s.ps.Unsubscribe(ctx, op.channel)
 			}
@@ -292,6 +300,9 @@ func (w *waker) notice(node int, msg *redis.Message) {
 		return
 	}
 	foreign := client != w.cfg.id
+	if w.cfg.noticed != nil {
+		w.cfg.noticed(node, key, kind, !foreign)
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	kw := w.keys[key]

@@ -6,7 +6,6 @@ package redlock
 import (
 	"context"
 	"maps"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -376,8 +375,8 @@ func (c *Client) publishOn(n *node, msg notice, timeout time.Duration) bool {
 	defer t.Stop()
 	select {
 	case err := <-done:
-		if err != nil && strings.HasPrefix(err.Error(), "NOPERM") {
-			n.refusedNotice()
+		if isNoPerm(err) {
+			n.refusedNoticeBy(err)
 		}
 		return err == nil
 	case <-t.C:

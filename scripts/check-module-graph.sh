@@ -36,6 +36,12 @@ go mod tidy
 echo "A consumer's go list -m all:"
 go list -m all | sed 's/^/  /'
 
+# OpenTelemetry lives in the nested otel module: never in core's graph.
+if go list -m all | grep -q '^go.opentelemetry.io/'; then
+	echo "FAIL: OpenTelemetry is in a consumer's module graph" >&2
+	exit 1
+fi
+
 compiled=$(go list -deps -f '{{with .Module}}{{.Path}}{{end}}' . | sort -u)
 ours=$(go mod graph | awk '$1 ~ /^github.com\/redlock-go\/redlock@/ { sub(/@.*/, "", $2); print $2 }' |
 	grep -vx 'go\|toolchain' | sort -u)

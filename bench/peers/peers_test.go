@@ -57,6 +57,7 @@ type impl struct {
 var impls = []impl{
 	{"bsm-1-node", 1, newBSM},
 	{"floor", 5, newFloor},
+	{"floor-guarded", 5, newGuardedFloor},
 	{"redsync", 5, newRedsync},
 	{"redlock", 5, newRedlock},
 }
@@ -329,6 +330,17 @@ func (r bsmLocker) close() {}
 type floor struct {
 	clients []redis.UniversalClient
 	quorum  int
+	guarded bool
+}
+
+// newGuardedFloor is the floor whose take is what a lean, script-free
+// acquire with a restart guard would send (issue 13): one pipeline of SET
+// NX PX, then GET of the master's memory marker (read after the SET, so
+// that a marker still known proves the SET landed in the known memory),
+// then GET of the key (a re-sent SET after a lost reply finds its own
+// token). It measures that design's ceiling against the floor.
+func newGuardedFloor(clients []redis.UniversalClient) locker {
+	return &floor{clients: clients, quorum: len(clients)/2 + 1, guarded: true}
 }
 
 func newFloor(clients []redis.UniversalClient) locker {
@@ -373,6 +385,20 @@ func (f *floor) try(ctx context.Context, key string) (func() error, error) {
 		return nil
 	}
 	won, rest := f.round(func(c redis.UniversalClient) bool {
+		if f.guarded {
+			var set *redis.BoolCmd
+			var marker, cur *redis.StringCmd
+			_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+				set = p.SetNX(ctx, key, token, ttl)
+				marker = p.Get(ctx, "redlock:memory")
+				cur = p.Get(ctx, key)
+				return nil
+			})
+			if err != nil && !errors.Is(err, redis.Nil) {
+				return false
+			}
+			return (set.Val() || cur.Val() == token) && marker.Err() != nil == errors.Is(marker.Err(), redis.Nil)
+		}
 		ok, err := c.SetNX(ctx, key, token, ttl).Result()
 		return err == nil && ok
 	})

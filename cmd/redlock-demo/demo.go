@@ -35,6 +35,10 @@ type demo struct {
 	waits    []time.Duration
 	failures map[string]int
 
+	tl    *timeline    // -timeline; nil: none
+	stats *masterStats // the operators' table: this phase's replies (-fault), or the run's
+	total *masterStats // the run's, in -fault mode
+
 	record      int // updated read-sleep-write under the lock: lost updates show overlap
 	holders     atomic.Int32
 	maxHolders  atomic.Int32
@@ -43,22 +47,35 @@ type demo struct {
 }
 
 func newDemo(o options, m *masters, out io.Writer) (*demo, error) {
-	c, err := newLockClient(m, o.ttl)
+	start := time.Now()
+	stats := newMasterStats(m.addrs)
+	opts := []redlock.Option{redlock.WithObserver(stats.observer())}
+	var tl *timeline
+	if o.timeline != "" {
+		tl = newTimeline(o.workers, m.addrs)
+		tl.start = start
+		opts = append(opts, redlock.WithObserver(tl.observer()))
+	}
+	c, err := newLockClient(m, o.ttl, opts...)
 	if err != nil {
 		return nil, err
 	}
-	return &demo{o: o, m: m, c: c, out: out, start: time.Now(), failures: map[string]int{}}, nil
+	return &demo{
+		o: o, m: m, c: c, out: out, start: start, failures: map[string]int{},
+		tl: tl, stats: stats, total: newMasterStats(m.addrs),
+	}, nil
 }
 
 // newLockClient returns a redlock Client on the masters, with the demo's
 // per-master deadline and short retry delays, and a restart guard as long
 // as the demo's TTL (and any longer TTL the masters report), so that a
 // master restarted empty sits out one TTL, not a minute.
-func newLockClient(m *masters, ttl time.Duration) (*redlock.Client, error) {
-	return redlock.New(m.clients,
+func newLockClient(m *masters, ttl time.Duration, opts ...redlock.Option) (*redlock.Client, error) {
+	return redlock.New(m.clients, append([]redlock.Option{
 		redlock.WithNodeTimeout(nodeTimeout),
 		redlock.WithRetryDelay(2*time.Millisecond, 50*time.Millisecond),
-		redlock.WithRestartGuard(ttl))
+		redlock.WithRestartGuard(ttl),
+	}, opts...)...)
 }
 
 func (d *demo) close() { _ = d.c.Close() }
@@ -106,7 +123,7 @@ func (d *demo) runFor(ctx context.Context, dur time.Duration) error {
 // updateLocked is one worker's turn: wait for the lock, update the record,
 // release.
 func (d *demo) updateLocked(ctx context.Context, w int) {
-	waitCtx, cancel := context.WithTimeout(ctx, d.o.wait)
+	waitCtx, cancel := context.WithTimeout(withWorker(ctx, w), d.o.wait)
 	defer cancel()
 	t0 := time.Now()
 	d.waiting.Add(1)
@@ -117,6 +134,7 @@ func (d *demo) updateLocked(ctx context.Context, w int) {
 		if ctx.Err() != nil {
 			return // the demo is over, not a failure
 		}
+		d.tl.span(w-1, tlGaveUp, t0, time.Now())
 		cause := failureCause(err, len(d.m.clients))
 		d.fail(cause)
 		d.logf("worker %2d  gave up after %v: %s", w, waited.Round(time.Millisecond), cause)
@@ -128,19 +146,26 @@ func (d *demo) updateLocked(ctx context.Context, w int) {
 	d.logf("worker %2d  holds    waited %-8v validity left %-8v (%d waiting)",
 		w, waited.Round(100*time.Microsecond), time.Until(l.Until()).Round(time.Millisecond), d.waiting.Load())
 
+	got := time.Now()
+	d.tl.span(w-1, tlWait, t0, got)
 	held, _ := d.work()
 
 	// Logged before Unlock, so that the next holder's line cannot come first.
 	d.logf("worker %2d  releases held %v", w, held.Round(100*time.Microsecond))
+	kind, released := tlHold, time.Now()
 	if err := l.Unlock(context.Background()); err != nil {
 		d.fail("unlock: " + failureCause(err, len(d.m.clients)))
 		d.logf("worker %2d  UNLOCK FAILED: %v", w, err)
+		kind = tlLost
 	}
+	d.tl.span(w-1, kind, got, released)
 }
 
 // updateUnlocked is the same work with no lock at all.
 func (d *demo) updateUnlocked(w int) {
+	t0 := time.Now()
 	held, inside := d.work()
+	d.tl.span(w-1, tlHold, t0, time.Now())
 	d.logf("worker %2d  updated  in %v; %d workers were inside when it began", w, held.Round(100*time.Microsecond), inside)
 }
 
@@ -212,13 +237,21 @@ func (d *demo) runFaults(ctx context.Context) error {
 	quorum := n/2 + 1
 	phase := func(what string) error {
 		d.say("%s", what)
-		return d.runFor(ctx, d.o.duration)
+		err := d.runFor(ctx, d.o.duration)
+		rows := d.stats.take()
+		d.total.add(rows)
+		d.mu.Lock()
+		fmt.Fprintf(d.out, "          the masters in this phase:\n")
+		d.stats.print(d.out, "          ", rows)
+		d.mu.Unlock()
+		return err
 	}
 	if err := phase(fmt.Sprintf("all %d masters up", n)); err != nil {
 		return err
 	}
 	for down := 1; down <= n-quorum+1 && ctx.Err() == nil; down++ {
 		d.m.stop(down - 1)
+		d.tl.masterDown(down - 1)
 		up := n - down
 		expect := "the lock keeps working"
 		if up < quorum {
@@ -233,6 +266,7 @@ func (d *demo) runFaults(ctx context.Context) error {
 		if err := d.m.start(i); err != nil {
 			return fmt.Errorf("restart master %d: %w", i+1, err)
 		}
+		d.tl.masterUp(i)
 	}
 	return phase(fmt.Sprintf("all masters restarted, %d of them empty: those sit out the restart guard (the TTL, %v), then the lock recovers", n-quorum+1, d.o.ttl))
 }
@@ -262,6 +296,15 @@ func (d *demo) summary() {
 		for _, c := range causes {
 			fmt.Fprintf(w, "    %-46s %d\n", c, d.failures[c])
 		}
+	}
+	rows := d.stats.take()
+	if d.o.fault {
+		d.total.add(rows)
+		rows = d.total.take()
+	}
+	if !d.o.parallel {
+		fmt.Fprintf(w, "  the masters (replies to this Client; p50/p99: reply latency):\n")
+		d.stats.print(w, "    ", rows)
 	}
 	if d.maxHolders.Load() > 1 {
 		fmt.Fprintf(w, "  MUTUAL EXCLUSION VIOLATED: %d workers were inside at once\n", d.maxHolders.Load())

@@ -46,6 +46,7 @@ type options struct {
 	fault    bool
 	fence    bool
 	quiet    bool
+	timeline string
 }
 
 func parseFlags(args []string, out io.Writer) (options, error) {
@@ -62,6 +63,7 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	fs.BoolVar(&o.fault, "fault", false, "stop one, two, then three embedded masters, then restart them")
 	fs.BoolVar(&o.fence, "fence", false, "Kleppmann's scenario: a holder paused past its validity writes with a stale fence (-ttl defaults to 300ms)")
 	fs.BoolVar(&o.quiet, "quiet", false, "print only the summary")
+	fs.StringVar(&o.timeline, "timeline", "", "also write a picture of the run to this file: one HTML page, open it in a browser")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -85,6 +87,8 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 		return o, errors.New("-fault and -parallel do not go together")
 	case o.fence && (o.fault || o.parallel):
 		return o, errors.New("-fence goes with neither -fault nor -parallel")
+	case o.fence && o.timeline != "":
+		return o, errors.New("-timeline pictures the contending workers, not -fence")
 	}
 	return o, nil
 }
@@ -120,7 +124,25 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		err = d.runFor(ctx, o.duration)
 	}
 	d.summary()
+	if o.timeline != "" {
+		if werr := d.tl.writeFile(o.timeline, timelineTitle(o)); werr != nil {
+			return errors.Join(err, werr)
+		}
+		fmt.Fprintf(out, "\ntimeline written to %s\n", o.timeline)
+	}
 	return err
+}
+
+// timelineTitle names the run on its page.
+func timelineTitle(o options) string {
+	mode := "redlock"
+	switch {
+	case o.parallel:
+		mode = "no lock (-parallel)"
+	case o.fault:
+		mode = "redlock, masters stopped one by one (-fault)"
+	}
+	return fmt.Sprintf("redlock-demo: %d workers, hold %v, %s", o.workers, o.hold, mode)
 }
 
 // printHeader says what the run is about to show, and on which masters.

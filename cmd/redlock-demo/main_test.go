@@ -72,9 +72,59 @@ func TestDemoFaultModeRidesThroughMinorityAndFailsWithoutMajority(t *testing.T) 
 	if got := summaryInt(t, out, "max concurrent holders"); got != 1 {
 		t.Errorf("max concurrent holders = %d", got)
 	}
+	// Every failure names the outage, including those of the workers that
+	// gave up queued behind another (issue 14): none reads as contention.
+	if strings.Contains(out, "contended") {
+		t.Errorf("a failure without a majority reads as contention")
+	}
+	// The operators' table, after each phase: master 1 answers while all
+	// are up, and fails (timeouts or errors) once it is stopped.
+	phases := masterTables(t, out)
+	if len(phases) != 5 {
+		t.Fatalf("%d per-phase tables, want 5", len(phases))
+	}
+	if m1 := phases[0][0]; m1.votes == 0 || m1.timeouts+m1.errors != 0 {
+		t.Errorf("all up: master 1's row %+v, want votes and no failures", m1)
+	}
+	if m1 := phases[1][0]; m1.timeouts+m1.errors == 0 || m1.votes > 2 {
+		t.Errorf("master 1 stopped: its row %+v, want failures and (almost) no votes", m1)
+	}
+	for i, r := range phases[1][1:] {
+		if r.votes == 0 || r.timeouts+r.errors != 0 {
+			t.Errorf("master 1 stopped: master %d's row %+v, want votes and no failures", i+2, r)
+		}
+	}
 	if t.Failed() {
 		t.Log(out)
 	}
+}
+
+// masterTables reads the per-phase tables of the masters from a -fault
+// run's output: per phase, one row per master.
+func masterTables(t *testing.T, out string) [][]masterRow {
+	t.Helper()
+	var phases [][]masterRow
+	lines := strings.Split(out, "\n")
+	row := regexp.MustCompile(`^\s+\S+:\d+\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s`)
+	for i, l := range lines {
+		if !strings.Contains(l, "the masters in this phase:") {
+			continue
+		}
+		var rows []masterRow
+		for _, r := range lines[i+2 : i+7] {
+			m := row.FindStringSubmatch(r)
+			if m == nil {
+				t.Fatalf("not a master's row: %q", r)
+			}
+			n := make([]int, 4)
+			for j := range n {
+				n[j], _ = strconv.Atoi(m[j+1])
+			}
+			rows = append(rows, masterRow{votes: n[0], refusals: n[1], timeouts: n[2], errors: n[3]})
+		}
+		phases = append(phases, rows)
+	}
+	return phases
 }
 
 // TestDemoFenceModeRejectsTheStaleWrite runs -fence: the checking record

@@ -306,27 +306,31 @@ func (n *Node) logTail() string {
 	return "\nredis.log:\n" + strings.Join(lines[max(0, len(lines)-15):], "\n")
 }
 
-// OpenConns returns how many connections to the nodes' proxies are still
-// established from this process's side, read from /proc/net/tcp (Linux);
-// ok is false where it cannot be read. Once every client is closed it must
-// be 0: a client connection left open is the client's leak.
-func (c *Cluster) OpenConns() (n int, ok bool) {
+// ClientConns returns the connections to the nodes' proxies that are
+// established from this process's side, each named by its local address as
+// /proc/net/tcp spells it (Linux); ok is false where it cannot be read.
+// Once every client opened after a snapshot is closed, no connection may be
+// in a later snapshot that was not in the first: a client connection left
+// open is the client's leak. Connections of clients opened earlier, such as
+// a suite's shared clients idle in their pools, are in both.
+func (c *Cluster) ClientConns() (conns map[string]bool, ok bool) {
 	ports := map[string]bool{}
 	for _, nd := range c.Nodes {
 		_, port, err := net.SplitHostPort(nd.ProxyAddr())
 		if err != nil {
-			return 0, false
+			return nil, false
 		}
 		p, err := strconv.Atoi(port)
 		if err != nil {
-			return 0, false
+			return nil, false
 		}
 		ports[fmt.Sprintf("%04X", p)] = true
 	}
 	b, err := os.ReadFile("/proc/self/net/tcp")
 	if err != nil {
-		return 0, false
+		return nil, false
 	}
+	conns = map[string]bool{}
 	for _, line := range strings.Split(string(b), "\n")[1:] {
 		f := strings.Fields(line)
 		// sl local_address rem_address st …; 01 is ESTABLISHED.
@@ -334,8 +338,19 @@ func (c *Cluster) OpenConns() (n int, ok bool) {
 			continue
 		}
 		if _, rport, found := strings.Cut(f[2], ":"); found && ports[rport] {
+			conns[f[1]] = true
+		}
+	}
+	return conns, true
+}
+
+// NewConns returns how many of ClientConns are not in before.
+func (c *Cluster) NewConns(before map[string]bool) (n int, ok bool) {
+	now, ok := c.ClientConns()
+	for conn := range now {
+		if !before[conn] {
 			n++
 		}
 	}
-	return n, true
+	return n, ok
 }

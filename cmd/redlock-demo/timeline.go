@@ -1,0 +1,331 @@
+// The picture of a run (-timeline run.html): one self-contained HTML page
+// with an inline SVG, one lane per worker (its waits and holds), one lane
+// per master (up or down, and every answer it gave), and a lane of every
+// hold at once, where an overlap would show in red.
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"html"
+	"io"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/redlock-go/redlock"
+)
+
+// The page's layout, in CSS pixels; the screenshot test reads lanes at
+// these positions.
+const (
+	tlWidth      = 1200
+	tlLabels     = 170 // the lane names' column
+	tlRight      = 20
+	tlTop        = 70 // the title and the verdict
+	tlLane       = 18 // a lane's height
+	tlGap        = 6  // between lanes
+	tlAxis       = 40 // the time axis under the lanes
+	tlLegend     = 40
+	tlPlotWidth  = tlWidth - tlLabels - tlRight
+	tlHoldColour = "#2e7d32" // a hold
+)
+
+// Colours of the page; the test looks for tlHoldColour.
+const (
+	tlWaitColour    = "#cfd8dc"
+	tlGaveUpColour  = "#ef6c00"
+	tlLostColour    = "#c62828"
+	tlRefusedColour = "#ef6c00"
+	tlVoteColour    = "#1565c0"
+	tlFailColour    = "#c62828"
+	tlUpColour      = "#e3f2fd"
+	tlDownColour    = "#424242"
+)
+
+type tlKind int
+
+const (
+	tlWait   tlKind = iota // waiting for the lock
+	tlGaveUp               // waited, and gave up
+	tlHold                 // held it
+	tlLost                 // held it, and Unlock found it lost
+)
+
+type tlSpan struct {
+	lane     int // worker, from 0
+	kind     tlKind
+	from, to time.Duration
+}
+
+type tlMark struct {
+	lane    int // worker (refused attempts) or master
+	master  bool
+	outcome redlock.NodeOutcome // for masters; NodeRefused for a worker's refused attempt
+	at      time.Duration
+}
+
+type tlDown struct {
+	master   int
+	from, to time.Duration // to 0: until the end
+}
+
+// A timeline records a run for the page.
+type timeline struct {
+	start   time.Time
+	workers int
+	addrs   []string
+
+	mu    sync.Mutex
+	spans []tlSpan
+	marks []tlMark
+	downs []tlDown
+	end   time.Duration
+}
+
+func newTimeline(workers int, addrs []string) *timeline {
+	return &timeline{start: time.Now(), workers: workers, addrs: addrs}
+}
+
+func (t *timeline) since(at time.Time) time.Duration { return at.Sub(t.start) }
+
+func (t *timeline) span(lane int, kind tlKind, from, to time.Time) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.spans = append(t.spans, tlSpan{lane: lane, kind: kind, from: t.since(from), to: t.since(to)})
+}
+
+func (t *timeline) masterDown(i int) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.downs = append(t.downs, tlDown{master: i, from: time.Since(t.start)})
+}
+
+func (t *timeline) masterUp(i int) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for j := range t.downs {
+		if d := &t.downs[j]; d.master == i && d.to == 0 {
+			d.to = time.Since(t.start)
+		}
+	}
+}
+
+// workerKey tags a worker's Lock calls' ctx, so that the observer can put
+// their refused attempts on its lane.
+type workerKey struct{}
+
+// observer marks every master's answers, and every refused attempt on its
+// worker's lane.
+func (t *timeline) observer() redlock.Observer {
+	return redlock.Observer{
+		NodeReply: func(e redlock.NodeReplyEvent) {
+			if e.Outcome == redlock.NodeCanceled || e.Outcome == redlock.NodePending {
+				return
+			}
+			t.mu.Lock()
+			defer t.mu.Unlock()
+			t.marks = append(t.marks, tlMark{lane: e.Node, master: true, outcome: e.Outcome, at: time.Since(t.start)})
+		},
+		Round: func(e redlock.RoundEvent) {
+			w, ok := e.Ctx.Value(workerKey{}).(int)
+			if !ok || e.Op != "lock" || e.Won() {
+				return
+			}
+			t.mu.Lock()
+			defer t.mu.Unlock()
+			t.marks = append(t.marks, tlMark{lane: w, outcome: redlock.NodeRefused, at: time.Since(t.start)})
+		},
+	}
+}
+
+// withWorker returns ctx tagged with worker w (from 1).
+func withWorker(ctx context.Context, w int) context.Context {
+	return context.WithValue(ctx, workerKey{}, w-1)
+}
+
+// overlaps returns the intervals where two holds (or lost holds) overlap.
+func overlaps(spans []tlSpan) [][2]time.Duration {
+	var holds []tlSpan
+	for _, s := range spans {
+		if s.kind == tlHold || s.kind == tlLost {
+			holds = append(holds, s)
+		}
+	}
+	slices.SortFunc(holds, func(a, b tlSpan) int { return int(a.from - b.from) })
+	var out [][2]time.Duration
+	var end time.Duration
+	for i, h := range holds {
+		if i > 0 && h.from < end {
+			out = append(out, [2]time.Duration{h.from, min(h.to, end)})
+		}
+		end = max(end, h.to)
+	}
+	return out
+}
+
+// lanes: the holds lane first, then the workers, then the masters.
+func tlLaneY(i int) int { return tlTop + i*(tlLane+tlGap) }
+
+// holdsLaneY, workerLaneY and masterLaneY are the top of each lane.
+func holdsLaneY() int                { return tlLaneY(0) }
+func workerLaneY(w int) int          { return tlLaneY(1 + w) }
+func masterLaneY(workers, m int) int { return tlLaneY(1 + workers + m) }
+
+// tlHeight is the page's height for workers and masters.
+func tlHeight(workers, masters int) int {
+	return tlLaneY(1+workers+masters) + tlAxis + tlLegend
+}
+
+// write renders the page.
+func (t *timeline) write(w io.Writer, title string) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	end := t.end
+	if end == 0 {
+		end = time.Since(t.start)
+	}
+	x := func(d time.Duration) float64 {
+		return tlLabels + float64(tlPlotWidth)*float64(d)/float64(end)
+	}
+	width := func(from, to time.Duration) float64 { return max(x(to)-x(from), 1) }
+	height := tlHeight(t.workers, len(t.addrs))
+	holds := 0
+	for _, s := range t.spans {
+		if s.kind == tlHold {
+			holds++
+		}
+	}
+	over := overlaps(t.spans)
+	verdict := fmt.Sprintf("No two holds overlap: %d holds, one at a time.", holds)
+	verdictColour := tlHoldColour
+	if len(over) > 0 {
+		verdict = fmt.Sprintf("OVERLAP: %d times two workers held the lock at once (red in the top lane).", len(over))
+		verdictColour = tlLostColour
+	}
+
+	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
+	p("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>%s</title>\n", html.EscapeString(title))
+	p("<style>body{margin:0;font-family:sans-serif;background:#fff}text{font-size:12px;fill:#212121}</style></head><body>\n")
+	p(`<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d">`+"\n", tlWidth, height, tlWidth, height)
+	p(`<text x="10" y="22" style="font-size:16px;font-weight:bold">%s</text>`+"\n", html.EscapeString(title))
+	p(`<text x="10" y="48" style="font-size:14px;font-weight:bold;fill:%s" id="verdict">%s</text>`+"\n", verdictColour, html.EscapeString(verdict))
+
+	// Lane names and backgrounds.
+	label := func(y int, s string) {
+		p(`<text x="10" y="%d">%s</text>`+"\n", y+tlLane-5, html.EscapeString(s))
+	}
+	label(holdsLaneY(), "lock held by anyone")
+	for i := range t.workers {
+		label(workerLaneY(i), fmt.Sprintf("worker %d", i+1))
+	}
+	for i, a := range t.addrs {
+		label(masterLaneY(t.workers, i), "master "+a)
+		p(`<rect x="%d" y="%d" width="%d" height="%d" fill="%s"/>`+"\n", tlLabels, masterLaneY(t.workers, i), tlPlotWidth, tlLane, tlUpColour)
+	}
+	// Masters down.
+	for _, d := range t.downs {
+		to := d.to
+		if to == 0 {
+			to = end
+		}
+		p(`<rect x="%.1f" y="%d" width="%.1f" height="%d" fill="%s"><title>down %v–%v</title></rect>`+"\n",
+			x(d.from), masterLaneY(t.workers, d.master), width(d.from, to), tlLane, tlDownColour, d.from.Round(time.Millisecond), to.Round(time.Millisecond))
+	}
+	// Workers' waits and holds, and the holds lane.
+	for _, s := range t.spans {
+		y, h, colour, what := workerLaneY(s.lane)+4, tlLane-8, tlWaitColour, "waited"
+		switch s.kind {
+		case tlGaveUp:
+			y, h, colour, what = workerLaneY(s.lane)+4, tlLane-8, tlGaveUpColour, "gave up after waiting"
+		case tlHold:
+			y, h, colour, what = workerLaneY(s.lane), tlLane, tlHoldColour, "held"
+		case tlLost:
+			y, h, colour, what = workerLaneY(s.lane), tlLane, tlLostColour, "held, then found the lock lost"
+		}
+		p(`<rect x="%.1f" y="%d" width="%.1f" height="%d" fill="%s"><title>worker %d %s %v</title></rect>`+"\n",
+			x(s.from), y, width(s.from, s.to), h, colour, s.lane+1, what, (s.to - s.from).Round(100*time.Microsecond))
+		if s.kind == tlHold || s.kind == tlLost {
+			p(`<rect x="%.1f" y="%d" width="%.1f" height="%d" fill="%s" fill-opacity="0.6"/>`+"\n",
+				x(s.from), holdsLaneY(), width(s.from, s.to), tlLane, colour)
+		}
+	}
+	for _, o := range over {
+		p(`<rect x="%.1f" y="%d" width="%.1f" height="%d" fill="%s"><title>overlap</title></rect>`+"\n",
+			x(o[0]), holdsLaneY(), width(o[0], o[1]), tlLane, tlLostColour)
+	}
+	// Marks: refused attempts on workers' lanes, answers on masters'.
+	for _, m := range t.marks {
+		if !m.master {
+			p(`<rect x="%.1f" y="%d" width="2" height="%d" fill="%s"><title>refused attempt</title></rect>`+"\n",
+				x(m.at)-1, workerLaneY(m.lane), tlLane, tlRefusedColour)
+			continue
+		}
+		colour, y, h := tlVoteColour, masterLaneY(t.workers, m.lane)+tlLane/2, tlLane/2
+		switch m.outcome {
+		case redlock.NodeYes:
+		case redlock.NodeRefused:
+			colour = tlRefusedColour
+		default:
+			colour, y, h = tlFailColour, masterLaneY(t.workers, m.lane), tlLane/2
+		}
+		p(`<rect x="%.1f" y="%d" width="1" height="%d" fill="%s"/>`+"\n", x(m.at), y, h, colour)
+	}
+	// The time axis.
+	axisY := tlLaneY(1+t.workers+len(t.addrs)) + 4
+	p(`<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#212121"/>`+"\n", tlLabels, axisY, tlLabels+tlPlotWidth, axisY)
+	step := tickStep(end)
+	for d := time.Duration(0); d <= end; d += step {
+		p(`<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#212121"/><text x="%.1f" y="%d" text-anchor="middle">%v</text>`+"\n",
+			x(d), axisY, x(d), axisY+5, x(d), axisY+18, d)
+	}
+	// The legend.
+	ly := axisY + tlAxis - 8
+	lx := tlLabels
+	for _, l := range []struct{ colour, what string }{
+		{tlHoldColour, "hold"}, {tlWaitColour, "wait"}, {tlGaveUpColour, "gave up / refused attempt / master refused"},
+		{tlLostColour, "lock lost / master failed or timed out"}, {tlVoteColour, "master voted yes"}, {tlDownColour, "master down"},
+	} {
+		p(`<rect x="%d" y="%d" width="12" height="12" fill="%s"/><text x="%d" y="%d">%s</text>`+"\n", lx, ly, l.colour, lx+16, ly+10, html.EscapeString(l.what))
+		lx += 30 + 7*len(l.what)
+	}
+	p("</svg>\n</body></html>\n")
+	return nil
+}
+
+// tickStep is a round step giving at most about 12 ticks over end.
+func tickStep(end time.Duration) time.Duration {
+	for _, s := range []time.Duration{
+		time.Millisecond, 5 * time.Millisecond, 10 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond,
+		250 * time.Millisecond, 500 * time.Millisecond, time.Second, 5 * time.Second, 10 * time.Second, time.Minute,
+	} {
+		if end/s <= 12 {
+			return s
+		}
+	}
+	return 10 * time.Minute
+}
+
+// writeFile renders the page into path.
+func (t *timeline) writeFile(path, title string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := t.write(f, title); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
