@@ -749,63 +749,20 @@ func TestExtendAtTheValidityEndBlamesNoMaster(t *testing.T) {
 // own read timeout during a last-moment Extend is the master's too: the
 // driver, not the lock's end, gave up on it.
 func TestCappedRoundsStillBlameHungMasters(t *testing.T) {
-	clientWith := func(t *testing.T, r *realNodes, ro redis.Options, opts ...Option) *Client {
-		var nodes []redis.UniversalClient
-		for _, s := range r.servers {
-			o := ro
-			nodes = append(nodes, s.Client(&o))
-		}
-		c, err := New(nodes, opts...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			for _, s := range r.servers {
-				s.Resume()
-			}
-			_ = c.Close()
+	// Both driver settings: with ContextTimeoutEnabled, the driver's socket
+	// deadline (the round's) races the library's own timer, and when it wins
+	// the master is blamed whatever the library would have said; without
+	// it, only the library's deadline ends the requests, so the outcome
+	// depends on that deadline alone.
+	for _, ctxTimeouts := range []bool{false, true} {
+		t.Run(fmt.Sprintf("acquisition capped by its validity/ContextTimeoutEnabled=%v", ctxTimeouts), func(t *testing.T) {
+			acquisitionCapped(t, ctxTimeouts)
 		})
-		return c
 	}
-	awaitFailing := func(t *testing.T, rec *recorder, op string) {
-		t.Helper()
-		for bound := time.Now().Add(scaled(5 * time.Second)); ; time.Sleep(5 * time.Millisecond) {
-			var failing, timedOut bool
-			for _, e := range snapshot(rec, &rec.states) {
-				failing = failing || (e.Node == 4 && !e.Healthy)
-			}
-			for _, e := range repliesOf(rec, 4) {
-				timedOut = timedOut || (e.Op == op && e.Outcome == NodeTimeout)
-			}
-			if failing && timedOut {
-				return
-			}
-			if time.Now().After(bound) {
-				t.Fatalf("the hung master was not blamed: states %+v, its replies %+v", snapshot(rec, &rec.states), repliesOf(rec, 4))
-			}
-		}
-	}
-	t.Run("acquisition capped by its validity", func(t *testing.T) {
-		r := startReal(t, 5)
-		var rec recorder
-		c := clientWith(t, r, redis.Options{MaxRetries: -1, ContextTimeoutEnabled: true},
-			WithObserver(rec.observer()), WithNodeTimeout(10*time.Second))
-		for i := 2; i < 5; i++ { // a majority hung: the round waits for them until its deadline
-			r.servers[i].Pause()
-		}
-		if _, err := c.TryLock(bg, "k", scaled(300*time.Millisecond)); !errors.Is(err, ErrNotObtained) {
-			t.Fatalf("TryLock with three masters of five hung = %v, want ErrNotObtained", err)
-		}
-		awaitFailing(t, &rec, "lock")
-		rounds := snapshot(&rec, &rec.rounds)
-		if len(rounds) == 0 || rounds[0].Nodes[4].Outcome != NodeTimeout {
-			t.Fatalf("Round events %+v: want the hung master's timeout in the acquisition's round", rounds)
-		}
-	})
 	t.Run("driver read timeout in a last-moment Extend", func(t *testing.T) {
 		r := startReal(t, 5)
 		var rec recorder
-		c := clientWith(t, r, redis.Options{MaxRetries: -1, ReadTimeout: scaled(100 * time.Millisecond)},
+		c := clientOnReal(t, r, redis.Options{MaxRetries: -1, ReadTimeout: scaled(100 * time.Millisecond)},
 			WithObserver(rec.observer()), WithNodeTimeout(scaled(200*time.Millisecond)))
 		l, err := c.TryLock(bg, "k", scaled(2*time.Second))
 		if err != nil {
@@ -814,8 +771,73 @@ func TestCappedRoundsStillBlameHungMasters(t *testing.T) {
 		r.servers[4].Pause()
 		time.Sleep(time.Until(l.Until()) - scaled(30*time.Millisecond)) // the scenario: extend at the last moment
 		_ = l.Extend(bg, scaled(2*time.Second))
-		awaitFailing(t, &rec, "extend")
+		awaitBlamed(t, &rec, "extend")
 	})
+}
+
+// acquisitionCapped: an acquisition whose validity ends before the node
+// timeout, against a majority of hung masters, still blames them (the
+// validity's end is the masters' deadline then).
+func acquisitionCapped(t *testing.T, ctxTimeouts bool) {
+	r := startReal(t, 5)
+	var rec recorder
+	// The driver's read timeout, long after the round's end, only bounds
+	// how long the hung requests take to come back and be reported.
+	c := clientOnReal(t, r, redis.Options{MaxRetries: -1, ContextTimeoutEnabled: ctxTimeouts, ReadTimeout: scaled(time.Second)},
+		WithObserver(rec.observer()), WithNodeTimeout(10*time.Second))
+	for i := 2; i < 5; i++ { // a majority hung: the round waits for them until its deadline
+		r.servers[i].Pause()
+	}
+	if _, err := c.TryLock(bg, "k", scaled(300*time.Millisecond)); !errors.Is(err, ErrNotObtained) {
+		t.Fatalf("TryLock with three masters of five hung = %v, want ErrNotObtained", err)
+	}
+	awaitBlamed(t, &rec, "lock")
+	rounds := snapshot(&rec, &rec.rounds)
+	if len(rounds) == 0 || rounds[0].Nodes[4].Outcome != NodeTimeout {
+		t.Fatalf("Round events %+v: want the hung master's timeout in the acquisition's round", rounds)
+	}
+}
+
+// clientOnReal is a Client on r's masters, each through a go-redis client
+// with options ro; the masters resume and the Client closes at the end.
+func clientOnReal(t *testing.T, r *realNodes, ro redis.Options, opts ...Option) *Client {
+	var nodes []redis.UniversalClient
+	for _, s := range r.servers {
+		o := ro
+		nodes = append(nodes, s.Client(&o))
+	}
+	c, err := New(nodes, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, s := range r.servers {
+			s.Resume()
+		}
+		_ = c.Close()
+	})
+	return c
+}
+
+// awaitBlamed waits until master 4 was reported failing and a reply of op
+// from it timed out.
+func awaitBlamed(t *testing.T, rec *recorder, op string) {
+	t.Helper()
+	for bound := time.Now().Add(scaled(5 * time.Second)); ; time.Sleep(5 * time.Millisecond) {
+		var failing, timedOut bool
+		for _, e := range snapshot(rec, &rec.states) {
+			failing = failing || (e.Node == 4 && !e.Healthy)
+		}
+		for _, e := range repliesOf(rec, 4) {
+			timedOut = timedOut || (e.Op == op && e.Outcome == NodeTimeout)
+		}
+		if failing && timedOut {
+			return
+		}
+		if time.Now().After(bound) {
+			t.Fatalf("the hung master was not blamed: states %+v, its replies %+v", snapshot(rec, &rec.states), repliesOf(rec, 4))
+		}
+	}
 }
 
 // wantOutcomes fails t unless every Acquire event rec holds has outcome want.
