@@ -492,6 +492,7 @@ var (
 	acquireOutcomes = []string{"ok", "not obtained", "not obtained (ctx)", "closed"}
 	extendOutcomes  = []string{"ok", "not obtained", "not obtained (ctx)", "not held", "closed"}
 	unlockOutcomes  = []string{"ok", "not held", "closed"}
+	resumeOutcomes  = []string{"ok", "not held", "closed"}
 	closedOutcomes  = []string{"closed"}
 	closedLockOps   = []string{"closed", "not held"} // Extend or Unlock of an expired or released lock says so first
 )
@@ -616,6 +617,11 @@ func (g *generator) lockSession(rng *rand.Rand, name string, gc *genClient, key 
 // checks, maybe Fence again, then Unlock (alone or racing an Extend, and
 // maybe Fence after it), or rarely nothing, letting a short lock expire.
 func (g *generator) held(rng *rand.Rand, holder, how string, ttl time.Duration, gc *genClient, l *Lock, health chaos.Health, acquiring time.Time) {
+	g.heldAt(rng, holder, how, ttl, gc, l, health, acquiring, 0)
+}
+
+// heldAt is held for a lock passed on depth times by Resume.
+func (g *generator) heldAt(rng *rand.Rand, holder, how string, ttl time.Duration, gc *genClient, l *Lock, health chaos.Health, acquiring time.Time, depth int) {
 	fh := genFencer{name: holder + "/" + l.Token()[:8], gc: gc, l: l, acquiring: acquiring, acquired: time.Now()}
 	fence := func(kind string) uint64 {
 		ctx, cancel := callCtx(rng)
@@ -646,6 +652,9 @@ func (g *generator) held(rng *rand.Rand, holder, how string, ttl time.Duration, 
 		case r < 9:
 			g.checkLease(l, "after "+g.extendPair(rng, gc, l, x))
 		default:
+			if rng.IntN(2) == 0 {
+				g.inspect(rng, gc, l)
+			}
 			g.checkLease(l, "while held")
 		}
 	}
@@ -675,6 +684,9 @@ func (g *generator) held(rng *rand.Rand, holder, how string, ttl time.Duration, 
 		}
 		g.unlock(rng, holder, gc, l, health, "Unlock (racing Extend)")
 		<-done
+	case r == 19 && depth < 3:
+		x.Releasing() // the first holder stops using its Lock once it passes the token on
+		g.resume(rng, holder, gc, l, depth)
 	default:
 		x.Releasing()
 		g.unlock(rng, holder, gc, l, health, "Unlock")
@@ -682,6 +694,56 @@ func (g *generator) held(rng *rand.Rand, holder, how string, ttl time.Duration, 
 			fence("Fence (after Unlock)")
 		}
 	}
+}
+
+// inspect runs Inspect on l's key, as an operator's dashboard would while
+// the lock is held, and checks its outcome and bound. (What it answers is
+// a snapshot: a master that lost our key may hold a failed attempt's, so
+// it proves nothing of the lock.)
+func (g *generator) inspect(rng *rand.Rand, gc *genClient, l *Lock) {
+	ctx, cancel := callCtx(rng)
+	afterClose := gc.closed.Load()
+	start := time.Now()
+	stop := g.stalled("Inspect", genOpLimit+genStall)
+	in, err := gc.Inspect(ctx, l.Key())
+	took := time.Since(start)
+	stop()
+	cancel()
+	g.count("Inspect", err, afterClose, acquireOutcomes, closedOutcomes)
+	g.within(l.Key(), "Inspect", took, genOpLimit, err)
+	if err == nil && in.Answered < in.Quorum {
+		g.violation(pOutcome, l.Key(), "Inspect returned no error with %d answers of %d", in.Answered, in.Masters)
+	}
+}
+
+// resume passes holder's lock l on to a Client of any slot (its own
+// included), as a job system passes a job's lock to the worker that
+// finishes it: Resume by its token there, then that holder goes on with the
+// lock as any other (property 1 checks its window like any other). When
+// Resume fails, the first holder releases the lock it stopped using.
+func (g *generator) resume(rng *rand.Rand, holder string, gc *genClient, l *Lock, depth int) {
+	sl := g.slots[rng.IntN(genSlots)]
+	sl.mu.Lock()
+	to := sl.c
+	sl.mu.Unlock()
+	ttl := g.ttl(rng)
+	ctx, cancel := callCtx(rng)
+	health := g.sched.Health()
+	afterClose := to.closed.Load()
+	start := time.Now()
+	stop := g.stalled("Resume", genOpLimit+genStall)
+	l2, err := to.Resume(ctx, l.Key(), l.Token(), ttl)
+	took := time.Since(start)
+	stop()
+	cancel()
+	o := g.count("Resume", err, afterClose, resumeOutcomes, closedOutcomes)
+	g.within(l.Key(), "Resume", took, genOpLimit, err)
+	g.s.hist.NoteKey(l.Key(), "%s passes %.8s on to %s: Resume: %s (%v)", holder, l.Token(), to.name, o, err)
+	if err != nil {
+		g.unlock(rng, holder, gc, l, health, "Unlock (not resumed)")
+		return
+	}
+	g.heldAt(rng, holder+">"+to.name, "Resume", ttl, to, l2, health, start, depth+1)
 }
 
 // A genFencer is a holder as Fence sees it: name is unique per lock (the

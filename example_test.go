@@ -160,3 +160,56 @@ func ExampleLock_Done() {
 	// work finished while held
 	// released
 }
+
+// Resume continues, in a worker, a lock that another process took: the
+// job carries the lock's key and token.
+func ExampleClient_Resume() {
+	nodes, stop := fiveMasters()
+	defer stop()
+	accepting, _ := redlock.New(nodes) // the process that accepts the job
+	defer accepting.Close()
+	worker, _ := redlock.New(nodes) // the process that finishes it
+	defer worker.Close()
+	ctx := context.Background()
+
+	l, _ := accepting.TryLock(ctx, "job:7", time.Minute)
+	job := struct{ key, token string }{l.Key(), l.Token()} // sent with the job
+
+	wl, err := worker.Resume(ctx, job.key, job.token, 30*time.Second)
+	if err != nil {
+		fmt.Println("resume:", err) // ErrNotHeld: released, expired or taken over
+		return
+	}
+	fmt.Println("worker holds it:", wl.Token() == l.Token())
+	_ = wl.Unlock(ctx)
+
+	_, err = worker.Resume(ctx, job.key, job.token, 30*time.Second)
+	fmt.Println("after Unlock:", errors.Is(err, redlock.ErrNotHeld))
+	// Output:
+	// worker holds it: true
+	// after Unlock: true
+}
+
+// Inspect is a snapshot of a key on the masters, for dashboards and
+// debugging, never for deciding whether to act.
+func ExampleClient_Inspect() {
+	nodes, stop := fiveMasters()
+	defer stop()
+	c, _ := redlock.New(nodes)
+	defer c.Close()
+	ctx := context.Background()
+
+	l, _ := c.TryLock(ctx, "report", time.Minute)
+	in, err := c.Inspect(ctx, "report")
+	if err != nil {
+		fmt.Println("inspect:", err) // ErrNotObtained: fewer than a majority answered
+		return
+	}
+	// (TryLock returned at a majority: the other masters' SETs may still be
+	// on their way.)
+	fmt.Printf("%d of %d answered; held by this lock on a majority: %v; TTL left ≤ 1m: %v\n",
+		in.Answered, in.Masters, in.HeldBy(l.Token()) >= in.Quorum, in.MaxTTL <= time.Minute)
+	_ = l.Unlock(ctx)
+	// Output:
+	// 5 of 5 answered; held by this lock on a majority: true; TTL left ≤ 1m: true
+}

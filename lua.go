@@ -39,6 +39,10 @@ var (
 	//go:embed lua/fence.lua
 	fenceLua    string
 	fenceScript = newLuaScript(tokenLua + fenceLua)
+
+	//go:embed lua/inspect.lua
+	inspectLua    string
+	inspectScript = newLuaScript(inspectLua)
 )
 
 // A luaScript is one of the scripts, with its SHA1 and its source boxed

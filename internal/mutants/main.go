@@ -381,6 +381,55 @@ var mutants = []mutant{
 		to:      "\t\tcase errors.Is(ne.Err, ErrNodeRefused), errors.Is(ne.Err, ErrNodeQuarantined):\n\t\t\trefused++",
 		killers: "TestQuarantineIsNotContention",
 	},
+	{
+		name:    "resume-repairs-what-it-never-saw",
+		file:    "resume.go",
+		from:    "b, err := n.extend(ctx, args, 0)",
+		to:      "b, err := n.extend(ctx, args, 1)",
+		killers: "TestResumeOfATokenThatDoesNotHoldTheKeyChangesNothing",
+	},
+	{
+		name:    "failed-resume-releases-the-holders-lock",
+		file:    "resume.go",
+		from:    "\tif !l.won(r) {\n",
+		to:      "\tif !l.won(r) {\n\t\tl.abandon(ttl)\n",
+		killers: "TestResumeThatCannotReachAMajorityLeavesTheLockToItsHolder",
+	},
+	{
+		name:    "resume-takes-any-token",
+		file:    "resume.go",
+		from:    "\tif err := checkToken(token); err != nil {",
+		to:      "\tif err := checkToken(token); err != nil && token == \"\" {",
+		killers: "TestResumeRejectsBadInput",
+	},
+	{
+		name:    "inspect-waits-for-a-majority-only",
+		file:    "inspect.go",
+		from:    "\tfor left := len(c.nodes); left > 0; left-- {",
+		to:      "\tfor left := len(c.nodes); left > 0 && in.Answered < c.quorum; left-- {",
+		killers: "TestInspectReportsHoldersAndTTLs",
+	},
+	{
+		name:    "inspect-counts-any-value-as-the-token",
+		file:    "inspect.go",
+		from:    "if v == token || v == token+\"~\" { // lua/token.lua's ours",
+		to:      "if v != \"\" {",
+		killers: "TestInspectReportsHoldersAndTTLs",
+	},
+	{
+		name:    "held-trusts-the-masters-past-until",
+		file:    "inspect.go",
+		from:    "return in.HeldBy(l.token) >= in.Quorum && time.Now().Before(l.Until()), nil",
+		to:      "return in.HeldBy(l.token) >= in.Quorum, nil",
+		killers: "TestHeldIsFalseAfterUntilWhateverTheMastersSay",
+	},
+	{
+		name:    "inspect-without-a-majority-is-no-error",
+		file:    "inspect.go",
+		from:    "\tif in.Answered < c.quorum {",
+		to:      "\tif in.Answered < 0 {",
+		killers: "TestInspectWithoutAMajority|TestInspectByAnACLUserWithoutTheKey",
+	},
 }
 
 func main() {

@@ -1,0 +1,204 @@
+// Inspection: what the masters say of a key at one moment, read-only
+// (Client.Inspect, Lock.Held).
+
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// An Inspection is what the masters said of a key during one round of
+// Client.Inspect. It is a snapshot: by the time it is read, the key may
+// have expired, been released or been taken. Use it to watch and to
+// debug, never to decide whether to act on what a lock protects; only a
+// Lock you hold, within its Until, says that.
+type Inspection struct {
+	Key     string
+	Masters int // how many masters the Client has
+	Quorum  int // a majority of them
+	// Answered is how many masters answered; the others are in Failed.
+	Answered int
+	// Holding is how many of those that answered hold the key, with any
+	// token (or a value that is no token: a key of another kind blocks a
+	// lock as well).
+	Holding int
+	// MinTTL and MaxTTL are the smallest and largest TTL left on the
+	// holding masters, as each reported it; 0 when none holds the key. A
+	// key without an expiry (set by something other than this library)
+	// counts as -1.
+	MinTTL, MaxTTL time.Duration
+	// Failed lists the masters that did not answer before their deadline,
+	// or answered with an error.
+	Failed []*NodeError
+
+	values []string // per master, the key's value where it answered and holds a token
+}
+
+// HeldBy returns how many masters that answered hold the key for token, a
+// Lock's Token(). A lock is held by token only with a majority (Quorum)
+// of them, and only within its Until; see Lock.Held.
+func (i Inspection) HeldBy(token string) int {
+	if token == "" {
+		return 0
+	}
+	n := 0
+	for _, v := range i.values {
+		if v == token || v == token+"~" { // lua/token.lua's ours
+			n++
+		}
+	}
+	return n
+}
+
+// Inspect asks every master, in parallel and under the per-node deadline
+// (WithNodeTimeout, or DefaultMaxNodeTimeout), what key holds: how many
+// hold it, the TTLs left there, and, with HeldBy, whether a given token
+// holds it. It changes nothing on the masters, and waits for every master
+// until its deadline (not only for a majority), so that the answer is as
+// complete as the masters allow.
+//
+// The Inspection is a snapshot; see its documentation. Inspect returns it
+// with a nil error when a majority of the masters answered; otherwise it
+// returns it all the same, with an error matching ErrNotObtained and
+// carrying a *QuorumError, since fewer than a majority tell little. Bad
+// input returns an error matching ErrInvalidArgument, and after Close an
+// error matching ErrClosed.
+func (c *Client) Inspect(ctx context.Context, key string) (Inspection, error) {
+	if err := c.usable(); err != nil {
+		return Inspection{}, err
+	}
+	if ctx == nil {
+		return Inspection{}, fmt.Errorf("%w: nil context", ErrInvalidArgument)
+	}
+	if key == "" {
+		return Inspection{}, fmt.Errorf("%w: empty key", ErrInvalidArgument)
+	}
+	if err := c.enter(); err != nil {
+		return Inspection{}, err
+	}
+	defer c.bg.Done()
+	timeout := DefaultMaxNodeTimeout
+	if c.cfg.nodeTimeout > 0 {
+		timeout = c.cfg.nodeTimeout
+	}
+	start := time.Now()
+	rctx, cancel := context.WithDeadline(ctx, start.Add(timeout))
+	defer cancel()
+
+	type reply struct {
+		node  int
+		value string
+		pttl  int64
+		err   error
+		at    time.Time
+	}
+	replies := make(chan reply, len(c.nodes)) // buffered: a late master never blocks
+	for i, n := range c.nodes {
+		c.bg.Add(1)
+		c.workers.run(taskFunc(func() {
+			defer c.bg.Done()
+			v, pttl, err := n.inspect(rctx, key)
+			replies <- reply{node: i, value: v, pttl: pttl, err: err, at: time.Now()}
+		}))
+	}
+
+	in := Inspection{Key: key, Masters: len(c.nodes), Quorum: c.quorum, values: make([]string, len(c.nodes))}
+	pending := make([]bool, len(c.nodes))
+	for i := range pending {
+		pending[i] = true
+	}
+	fail := func(node int, err error, at time.Time) {
+		n := c.nodes[node]
+		in.Failed = append(in.Failed, &NodeError{Node: node, Addr: n.addr, Latency: at.Sub(start), Err: err})
+	}
+	for left := len(c.nodes); left > 0; left-- {
+		var r reply
+		select {
+		case r = <-replies:
+		case <-rctx.Done():
+			select {
+			case r = <-replies: // an answer already in beats the deadline
+			default:
+				err := ErrNodeTimeout
+				if ctx.Err() != nil {
+					err = ctx.Err()
+				}
+				for i, p := range pending {
+					if p {
+						fail(i, err, time.Now())
+					}
+				}
+				left = 0
+				continue
+			}
+		}
+		pending[r.node] = false
+		if r.err != nil {
+			if errors.Is(r.err, context.DeadlineExceeded) && ctx.Err() == nil {
+				r.err = fmt.Errorf("%w (%w)", ErrNodeTimeout, r.err)
+			}
+			fail(r.node, r.err, r.at)
+			continue
+		}
+		in.Answered++
+		if r.pttl == -2 {
+			continue // absent
+		}
+		in.Holding++
+		in.values[r.node] = r.value
+		ttl := time.Duration(r.pttl) * time.Millisecond
+		if r.pttl < 0 {
+			ttl = -1
+		}
+		if in.Holding == 1 || ttl < in.MinTTL {
+			in.MinTTL = ttl
+		}
+		if in.Holding == 1 || ttl > in.MaxTTL {
+			in.MaxTTL = ttl
+		}
+	}
+	if in.Answered < c.quorum {
+		qe := &QuorumError{Op: "inspect", Key: key, Quorum: c.quorum, Votes: in.Answered,
+			Elapsed: time.Since(start), Nodes: in.Failed, outcome: ErrNotObtained, nodes: len(c.nodes)}
+		return in, withCtx(ctx, qe)
+	}
+	return in, nil
+}
+
+// inspect runs the inspect script on key: its value ("" when absent or
+// not a string) and its PTTL.
+func (n *node) inspect(ctx context.Context, key string) (value string, pttl int64, err error) {
+	vals, err := n.eval(ctx, nil, inspectScript.evalsha(1, key)).Slice()
+	if err != nil {
+		return "", 0, err
+	}
+	if len(vals) != 2 {
+		return "", 0, fmt.Errorf("redlock: inspect: unexpected reply %v", vals)
+	}
+	value, _ = vals[0].(string)
+	pttl, ok := vals[1].(int64)
+	if !ok {
+		return "", 0, fmt.Errorf("redlock: inspect: unexpected PTTL %v", vals[1])
+	}
+	return value, pttl, nil
+}
+
+// Held asks the masters whether the lock is still held (an Inspect round):
+// true when its validity has not ended and a majority of the masters
+// answered that they hold its token. Like Inspect, it is a snapshot for
+// watching and debugging: Until, Done and Extend are how a holder knows
+// it may act. It returns false and the error when Inspect could not reach
+// a majority; false and nil for a nil *Lock.
+func (l *Lock) Held(ctx context.Context) (bool, error) {
+	if l == nil || l.c == nil {
+		return false, nil
+	}
+	in, err := l.c.Inspect(ctx, l.key)
+	if err != nil {
+		return false, err
+	}
+	return in.HeldBy(l.token) >= in.Quorum && time.Now().Before(l.Until()), nil
+}

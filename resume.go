@@ -1,0 +1,86 @@
+// Resume: continuing, in this Client, a lock that another took, by its
+// token.
+
+package redlock
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Resume returns a Lock on key for token, the Token() of a lock that
+// another Client (often another process) obtained, so that this one can
+// go on with it: extend it, fence it, unlock it, or hand it on. It makes
+// one extension round: every master that holds token for key keeps it at
+// least ttl from now (no key is ever created or shortened), and the Lock
+// is returned only when a majority did so in time. Its validity counts
+// from that round's start, like an acquisition's: Until is at most the
+// round's start + ttl − drift.
+//
+// A token is a capability: whoever has it can extend and release the lock,
+// so pass it only to whom the lock is meant for, over a channel you
+// trust. Tokens are 128-bit random values (UUID version 4), not
+// guessable. After passing the token on, the first holder should stop
+// using its Lock: both are the same lock on the masters, and either's
+// Unlock releases it for both. A fence drawn by the resumed Lock
+// (Lock.Fence) is higher than the first holder's, so a resource that
+// checks fences refuses the first holder's writes from then on.
+//
+// Resume returns an error matching ErrNotHeld, with a *QuorumError, when
+// no majority holds token for key in time: the lock was released, expired
+// or taken over, or too few masters answered; it then leaves the masters
+// as they are (it releases nothing: the lock may be its first holder's
+// still). If ctx ended, the error also matches ctx.Err(). A token that is
+// not a Lock's Token(), an empty key or a TTL too short return an error
+// matching ErrInvalidArgument; after Close, ErrClosed.
+func (c *Client) Resume(ctx context.Context, key, token string, ttl time.Duration) (*Lock, error) {
+	if err := c.usable(); err != nil {
+		return nil, err
+	}
+	return c.acquire(ctx, "Resume", key, ttl, func(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
+		return c.resume(ctx, key, token, ttl)
+	})
+}
+
+func (c *Client) resume(ctx context.Context, key, token string, ttl time.Duration) (*Lock, error) {
+	ttl, err := c.checkLock(ctx, key, ttl)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkToken(token); err != nil {
+		return nil, err
+	}
+	if err := c.enter(); err != nil {
+		return nil, err
+	}
+	defer c.bg.Done()
+	l := c.handedLock(key, token, ttl)
+	start := time.Now()
+	args := newRoundArgs(key, token, ttl, notice{}, c.guard(ttl) > 0)
+	r := c.fanOut(ctx, "resume", key, c.deadline(start, ttl), nil, ttl, func(ctx context.Context, n *node) (ballot, error) {
+		// born 0: no repair. This Client never saw the key set, so it
+		// cannot tell a master that lost it from one where it expired.
+		b, err := n.extend(ctx, args, 0)
+		if err == nil && b.yes {
+			l.holds[n.index].born.Store(b.mem.born) // where a later Extend may repair it
+		}
+		return b, err
+	})
+	if !l.won(r) {
+		return nil, withCtx(ctx, r.error(ErrNotHeld))
+	}
+	return l, nil
+}
+
+// checkToken reports whether token can be a Lock's Token(): a UUID in its
+// canonical form, as newLock makes them.
+func checkToken(token string) error {
+	id, err := uuid.Parse(token)
+	if err != nil || id.String() != token {
+		return fmt.Errorf("%w: token %q is not a lock's Token()", ErrInvalidArgument, token)
+	}
+	return nil
+}
