@@ -107,7 +107,7 @@ func TestResumeOfATokenThatDoesNotHoldTheKeyChangesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	settle(c) // the SETs a majority did not wait for have landed
+	settle(c)          // the SETs a majority did not wait for have landed
 	for i := range 3 { // as if three masters lost it
 		if err := r.admin[i].Del(bg, "minority").Err(); err != nil {
 			t.Fatal(err)
