@@ -76,7 +76,7 @@ func (a *acquireRound) acquired(n *node, b ballot, err error) (ballot, error) {
 	}
 	l.holds[n.index].born.Store(b.mem.born)
 	if l.holds[n.index].finish(b.yes, err) {
-		l.c.releaseNode(n, l.key, l.token, a.ttl)
+		l.releaseNode(n, a.ttl)
 	}
 	return b, err
 }
@@ -124,12 +124,23 @@ func (c *Client) releaseNode(n *node, key, token string, ttl time.Duration) {
 
 // releaseNodeWith is releaseNode announcing the release with announce.
 func (c *Client) releaseNodeWith(n *node, key, token string, ttl time.Duration, announce notice) {
+	c.releaseNodeArgs(n, ttl, newRoundArgs(key, token, 0, announce, false))
+}
+
+// releaseNode is Client.releaseNode for l's key or keys, silent.
+func (l *Lock) releaseNode(n *node, ttl time.Duration) {
+	l.c.releaseNodeArgs(n, ttl, l.args(0, notice{}, false))
+}
+
+// releaseNodeArgs runs the release script with args on n in the
+// background, under the node deadline of a lock of ttl.
+func (c *Client) releaseNodeArgs(n *node, ttl time.Duration, args *roundArgs) {
 	c.bg.Add(1)
 	c.workers.run(taskFunc(func() {
 		defer c.bg.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), c.nodeTimeout(ttl))
 		defer cancel()
-		_, _, _ = n.release(ctx, newRoundArgs(key, token, 0, announce, false))
+		_, _, _ = n.release(ctx, args)
 	}))
 }
 
@@ -138,7 +149,7 @@ func (c *Client) releaseNodeWith(n *node, key, token string, ttl time.Duration, 
 func (l *Lock) abandon(ttl time.Duration) {
 	for i := range l.holds {
 		if l.holds[i].abandon() {
-			l.c.releaseNode(l.c.nodes[i], l.key, l.token, ttl)
+			l.releaseNode(l.c.nodes[i], ttl)
 		}
 	}
 }

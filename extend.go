@@ -71,7 +71,7 @@ func (l *Lock) extend(ctx context.Context, ttl time.Duration) error {
 	l.mu.Unlock()
 	start := time.Now()
 	deadline := c.deadline(start, ttl).until(until) // a majority after the validity ended is too late
-	args := newRoundArgs(l.key, l.token, ttl, notice{}, c.guard(ttl) > 0)
+	args := l.args(ttl, notice{}, c.guard(ttl) > 0)
 	r := c.fanOut(ctx, "extend", l.key, deadline, l.refusedNodes(), ttl, func(ctx context.Context, n *node) (ballot, error) {
 		if err := l.holds[n.index].await(ctx); err != nil {
 			return ballot{}, refusalAsVote(err)

@@ -51,6 +51,9 @@ func (l *Lock) Fence(ctx context.Context) (uint64, error) {
 	if ctx == nil {
 		return 0, fmt.Errorf("%w: nil context", ErrInvalidArgument)
 	}
+	if l.keys != nil {
+		return 0, fmt.Errorf("%w: Fence of the multi-key lock %q: fences are per key, take the key alone", ErrInvalidArgument, l.key)
+	}
 	if err := l.enterFence(ctx); err != nil {
 		return 0, err
 	}

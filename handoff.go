@@ -21,8 +21,8 @@ import (
 // the others, which wait for a release, would otherwise starve.
 func (l *Lock) recipient(u unlocking) recipient {
 	c := l.c
-	if c.cfg.test.noHandOff || !time.Now().Before(u.until) || c.noticesOff() {
-		return recipient{}
+	if c.cfg.test.noHandOff || !time.Now().Before(u.until) || c.noticesOff() || l.keys != nil {
+		return recipient{} // a multi-key lock is released, never handed on
 	}
 	var since time.Time // when the next local waiter queued; zero: none
 	if u.hasTurn {

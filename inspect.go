@@ -186,9 +186,9 @@ func (n *node) inspect(ctx context.Context, key string) (value string, pttl int6
 	return value, pttl, nil
 }
 
-// Held asks the masters whether the lock is still held (an Inspect round):
-// true when its validity has not ended and a majority of the masters
-// answered that they hold its token. Like Inspect, it is a snapshot for
+// Held asks the masters whether the lock is still held (an Inspect round
+// per key): true when its validity has not ended and, for each of its keys,
+// a majority of the masters answered that they hold its token. Like Inspect, it is a snapshot for
 // watching and debugging: Until, Done and Extend are how a holder knows
 // it may act. It returns false and the error when Inspect could not reach
 // a majority; false and nil for a nil *Lock.
@@ -196,9 +196,14 @@ func (l *Lock) Held(ctx context.Context) (bool, error) {
 	if l == nil || l.c == nil {
 		return false, nil
 	}
-	in, err := l.c.Inspect(ctx, l.key)
-	if err != nil {
-		return false, err
+	for _, k := range l.Keys() { // a multi-key lock: every key
+		in, err := l.c.Inspect(ctx, k)
+		if err != nil {
+			return false, err
+		}
+		if in.HeldBy(l.token) < in.Quorum {
+			return false, nil
+		}
 	}
-	return in.HeldBy(l.token) >= in.Quorum && time.Now().Before(l.Until()), nil
+	return time.Now().Before(l.Until()), nil
 }

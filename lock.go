@@ -13,7 +13,8 @@ import (
 // report ErrNotHeld, Done is closed, and Key, Token and Until are empty.
 type Lock struct {
 	c     *Client
-	key   string
+	key   string   // the key; for a multi-key lock, its keys joined by commas (for messages)
+	keys  []string // a multi-key lock's keys (multi.go); nil for one key
 	token string
 	holds []*hold // per node, indexed like c.nodes
 
@@ -107,12 +108,42 @@ func (l *Lock) ttlNow() time.Duration {
 	return l.ttl
 }
 
-// Key returns the locked key; "" for a nil *Lock.
+// Key returns the locked key; "" for a nil *Lock. For a multi-key lock
+// (TryLockMulti, LockMulti) it is the keys joined by commas, for messages:
+// Keys returns them.
 func (l *Lock) Key() string {
 	if l == nil {
 		return ""
 	}
 	return l.key
+}
+
+// Keys returns the locked keys: one, or a multi-key lock's in the order
+// given; nil for a nil *Lock.
+func (l *Lock) Keys() []string {
+	if l == nil {
+		return nil
+	}
+	if l.keys == nil {
+		return []string{l.key}
+	}
+	return append([]string(nil), l.keys...)
+}
+
+// args returns the script arguments of a round on l's key or keys.
+func (l *Lock) args(ttl time.Duration, announce notice, guard bool) *roundArgs {
+	a := newRoundArgs(l.key, l.token, ttl, announce, guard)
+	if l.keys != nil {
+		a.key, a.keyArg = l.keys[0], nil
+		a.keys = make([]any, len(l.keys))
+		for i, k := range l.keys {
+			a.keys[i] = k
+		}
+		if announce.channel != "" {
+			a.channel = noticePrefix // release_multi.lua publishes on each key's channel
+		}
+	}
+	return a
 }
 
 // Token returns the random token that identifies this holder on the nodes;

@@ -40,6 +40,18 @@ var (
 	fenceLua    string
 	fenceScript = newLuaScript(tokenLua + fenceLua)
 
+	//go:embed lua/acquire_multi.lua
+	acquireMultiLua    string
+	acquireMultiScript = newLuaScript(tokenLua + memoryLua + acquireMultiLua)
+
+	//go:embed lua/extend_multi.lua
+	extendMultiLua    string
+	extendMultiScript = newLuaScript(tokenLua + memoryLua + extendMultiLua)
+
+	//go:embed lua/release_multi.lua
+	releaseMultiLua    string
+	releaseMultiScript = newLuaScript(tokenLua + releaseMultiLua)
+
 	//go:embed lua/inspect.lua
 	inspectLua    string
 	inspectScript = newLuaScript(inspectLua)

@@ -61,6 +61,9 @@ func (n *node) acquire(ctx context.Context, send sendCheck, a *roundArgs) (ballo
 // that the Client knows its memory k.
 func (n *node) acquireCmd(a *roundArgs, k *knownMemory) []any {
 	ch, msg := n.noticeArgs(a)
+	if a.keys != nil {
+		return acquireMultiScript.evalsha(len(a.keys), a.withKeys(a.token, a.ttl, a.guard, n.markerArg(a.key), k.arg())...)
+	}
 	return acquireScript.evalsha(1, a.keyArg, a.token, a.ttl, ch, msg, a.guard, n.markerArg(a.key), k.arg())
 }
 
@@ -152,14 +155,15 @@ func replyInts(cmd *redis.Cmd, v []int64, script string) error {
 // type any, and boxing a string or a large number for each master's call
 // is an allocation each.
 type roundArgs struct {
-	key              string
+	key              string // the first key of a multi-key lock (the marker's slot)
 	keyArg, token    any
-	ttl              any // in milliseconds
-	channel, message any // the notice
-	guard            any // "1" when the restart guard is on
-	newToken         any // the hand-off's
-	trusted          any // the hand-off's: "1" when a key that holds token needs no memory report (lua/handoff.lua)
-	remote           any // the hand-off's: "1" when newToken is another Client's waiter's (wants.go)
+	keys             []any // a multi-key lock's keys; nil for one key (multi.go)
+	ttl              any   // in milliseconds
+	channel, message any   // the notice
+	guard            any   // "1" when the restart guard is on
+	newToken         any   // the hand-off's
+	trusted          any   // the hand-off's: "1" when a key that holds token needs no memory report (lua/handoff.lua)
+	remote           any   // the hand-off's: "1" when newToken is another Client's waiter's (wants.go)
 }
 
 func newRoundArgs(key, token string, ttl time.Duration, announce notice, guard bool) *roundArgs {
@@ -168,6 +172,12 @@ func newRoundArgs(key, token string, ttl time.Duration, announce notice, guard b
 		channel: announce.channel, message: announce.message, guard: boolArg(guard),
 		trusted: "0", remote: "0",
 	}
+}
+
+// withKeys returns a multi-key round's keys followed by argv, for evalsha.
+func (a *roundArgs) withKeys(argv ...any) []any {
+	out := make([]any, 0, len(a.keys)+len(argv))
+	return append(append(out, a.keys...), argv...)
 }
 
 // noticeArgs returns a's notice, or none while n refuses notices.
@@ -208,6 +218,9 @@ func (n *node) release(ctx context.Context, a *roundArgs) (deleted bool, receive
 // releaseCmd is the release script's command for a.
 func (n *node) releaseCmd(a *roundArgs) []any {
 	ch, msg := n.noticeArgs(a)
+	if a.keys != nil {
+		return releaseMultiScript.evalsha(len(a.keys), a.withKeys(a.token, ch, msg)...)
+	}
 	return releaseScript.evalsha(1, a.keyArg, a.token, ch, msg)
 }
 
@@ -257,7 +270,11 @@ func (n *node) handOff(ctx context.Context, send sendCheck, a *roundArgs) (state
 // token now.
 func (n *node) extend(ctx context.Context, a *roundArgs, born int64) (ballot, error) {
 	k := n.known.Load()
-	vote, mem, err := n.replyBallot(n.eval(ctx, nil, extendScript.evalsha(1, a.keyArg, a.token, a.ttl, a.guard, n.markerArg(a.key), born, k.arg())), k, "extend")
+	cmd := extendScript.evalsha(1, a.keyArg, a.token, a.ttl, a.guard, n.markerArg(a.key), born, k.arg())
+	if a.keys != nil { // no repair: born does not apply
+		cmd = extendMultiScript.evalsha(len(a.keys), a.withKeys(a.token, a.ttl, a.guard, n.markerArg(a.key), k.arg())...)
+	}
+	vote, mem, err := n.replyBallot(n.eval(ctx, nil, cmd), k, "extend")
 	if err != nil {
 		return ballot{}, err
 	}

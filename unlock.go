@@ -136,9 +136,17 @@ func (l *Lock) markReleased() (unlocking, error) {
 func (l *Lock) release(ctx context.Context, ttl time.Duration, lost *handOffCalls) *round {
 	c := l.c
 	own := c.wk.listening(l.key)
-	rr := &releaseRound{l: l, lost: lost, args: newRoundArgs(l.key, l.token, 0, c.announce(releasedNotice, l.key, l.token, 0), false)}
+	rr := &releaseRound{l: l, lost: lost, args: l.args(0, c.announce(releasedNotice, l.key, l.token, 0), false)}
 	deadline := nodeDeadline(time.Now().Add(c.nodeTimeout(ttl)))
 	r := c.fanOutAsync(context.WithoutCancel(ctx), "unlock", l.key, deadline, l.refusedNodes(), 0, rr)
+	if l.keys != nil {
+		if r.won() {
+			for _, k := range l.keys {
+				c.wk.noteReleased(k, l.token)
+			}
+		}
+		return r // its notices reach other Clients' waiters; nobody hands it a turn
+	}
 	if r.won() {
 		c.wk.noteReleased(l.key, l.token)
 	}

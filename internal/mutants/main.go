@@ -419,8 +419,8 @@ var mutants = []mutant{
 	{
 		name:    "held-trusts-the-masters-past-until",
 		file:    "inspect.go",
-		from:    "return in.HeldBy(l.token) >= in.Quorum && time.Now().Before(l.Until()), nil",
-		to:      "return in.HeldBy(l.token) >= in.Quorum, nil",
+		from:    "\treturn time.Now().Before(l.Until()), nil",
+		to:      "\treturn true, nil",
 		killers: "TestHeldIsFalseAfterUntilWhateverTheMastersSay",
 	},
 	{
@@ -429,6 +429,55 @@ var mutants = []mutant{
 		from:    "\tif in.Answered < c.quorum {",
 		to:      "\tif in.Answered < 0 {",
 		killers: "TestInspectWithoutAMajority|TestInspectByAnACLUserWithoutTheKey",
+	},
+	{
+		name:    "multi-acquire-takes-held-keys",
+		file:    "lua/acquire_multi.lua",
+		from:    "if held then\n",
+		to:      "if false then\n",
+		killers: "TestTryLockMultiTakesAllOrNone|TestTryLockMultiIsAllOrNoneOnEachMaster",
+	},
+	{
+		name:    "multi-release-deletes-the-first-key-only",
+		file:    "lua/release_multi.lua",
+		from:    "    redis.call('DEL', KEYS[i])\n",
+		to:      "    if i == 1 then redis.call('DEL', KEYS[i]) end\n",
+		killers: "TestTryLockMultiTakesAllOrNone",
+	},
+	{
+		name:    "multi-extend-with-some-keys",
+		file:    "lua/extend_multi.lua",
+		from:    "  if not ours(redis.pcall('GET', KEYS[i]), ARGV[1]) then\n    return ballot(0, age, longest, born)\n  end\n",
+		to:      "",
+		killers: "TestExtendMultiNeedsEveryKey",
+	},
+	{
+		name:    "multi-waiter-hears-its-first-key-only",
+		file:    "multi.go",
+		from:    "\t\tif w.latest() == released {",
+		to:      "\t\tif w.latest() == released && i == fixed {",
+		killers: "TestLockMultiIsWokenByAReleaseOfEitherKey",
+	},
+	{
+		name:    "multi-keys-in-two-cluster-slots",
+		file:    "multi.go",
+		from:    "hashSlot(k); a != b {",
+		to:      "hashSlot(k); a != b && false {",
+		killers: "TestMultiKeysOnAClusterVoteNeedOneSlot",
+	},
+	{
+		name:    "multi-key-given-twice",
+		file:    "multi.go",
+		from:    "\t\tif seen[k] {",
+		to:      "\t\tif seen[k] && false {",
+		killers: "TestMultiRejectsBadInput",
+	},
+	{
+		name:    "multi-keys-alias-the-callers-slice",
+		file:    "multi.go",
+		from:    "\treturn append([]string(nil), keys...), ttl, nil",
+		to:      "\treturn keys, ttl, nil",
+		killers: "TestMultiRejectsBadInput",
 	},
 }
 

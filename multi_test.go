@@ -1,0 +1,311 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redlock-go/redlock/internal/redistest"
+)
+
+// TryLockMulti holds every key or none: with one key held by another, it
+// fails and leaves none of the others set anywhere; once that key is free
+// it takes all, Extend lengthens all, and Unlock deletes all.
+func TestTryLockMultiTakesAllOrNone(t *testing.T) {
+	r := startReal(t, 5)
+	c := r.client()
+	other, err := c.TryLock(bg, "b", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	settle(c)
+	keys := []string{"a", "b", "c"}
+	if _, err := c.TryLockMulti(bg, keys, time.Minute); !errors.Is(err, ErrNotObtained) || !errors.Is(err, ErrNodeRefused) {
+		t.Fatalf("TryLockMulti with b held = %v, want ErrNotObtained with the masters' refusals", err)
+	}
+	settle(c)
+	for _, k := range []string{"a", "c"} {
+		if vs := r.values(k); strings.Join(vs, "") != "" {
+			t.Fatalf("a failed TryLockMulti left %s set: %q", k, vs)
+		}
+	}
+	if err := other.Unlock(bg); err != nil {
+		t.Fatal(err)
+	}
+
+	before := time.Now()
+	l, err := c.TryLockMulti(bg, keys, 10*time.Second)
+	if err != nil {
+		t.Fatalf("TryLockMulti of free keys: %v", err)
+	}
+	if got := l.Keys(); strings.Join(got, " ") != "a b c" || l.Key() != "a,b,c" {
+		t.Fatalf("Keys = %q, Key = %q", got, l.Key())
+	}
+	if l.Until().After(validUntil(time.Now(), 10*time.Second, DefaultDriftFactor)) || l.Until().Before(before) {
+		t.Fatalf("Until %v after the call began: not within ttl − drift", l.Until().Sub(before))
+	}
+	settle(c)
+	for _, k := range keys {
+		if n := r.count(k, l.Token()); n != 5 {
+			t.Fatalf("%s holds the lock's token on %d masters, want 5", k, n)
+		}
+		if _, err := c.TryLock(bg, k, time.Second); !errors.Is(err, ErrNotObtained) {
+			t.Fatalf("TryLock(%s) while the multi-key lock holds it = %v, want ErrNotObtained", k, err)
+		}
+	}
+	if err := l.Extend(bg, time.Minute); err != nil {
+		t.Fatalf("Extend: %v", err)
+	}
+	for _, k := range keys {
+		for i, d := range r.pttls(k) {
+			if d < 50*time.Second {
+				t.Fatalf("master %d: %s lives %v after Extend(1m)", i, k, d)
+			}
+		}
+	}
+	if held, err := l.Held(bg); !held || err != nil {
+		t.Fatalf("Held = %v, %v", held, err)
+	}
+	if err := l.Unlock(bg); err != nil {
+		t.Fatalf("Unlock: %v", err)
+	}
+	settle(c)
+	for _, k := range keys {
+		if vs := r.values(k); strings.Join(vs, "") != "" {
+			t.Fatalf("%s still set after Unlock: %q", k, vs)
+		}
+	}
+}
+
+// On each master the keys are taken all or none: a master where another
+// token holds one of them sets none, and the lock is won on the others.
+func TestTryLockMultiIsAllOrNoneOnEachMaster(t *testing.T) {
+	r := startReal(t, 5)
+	c := r.client()
+	r.take(0, "b", "someone-else", time.Minute)
+	l, err := c.TryLockMulti(bg, []string{"a", "b"}, time.Minute)
+	if err != nil {
+		t.Fatalf("TryLockMulti with b held on one master of five: %v", err)
+	}
+	settle(c)
+	if va, vb := r.values("a"), r.values("b"); va[0] != "" || vb[0] != "someone-else" {
+		t.Fatalf("master 0, where b was another's: a = %q, b = %q; want a unset, b untouched", va[0], vb[0])
+	}
+	for i := 1; i < 5; i++ {
+		if va, vb := r.values("a"), r.values("b"); va[i] != l.Token() || vb[i] != l.Token() {
+			t.Fatalf("master %d: a = %q, b = %q; want both the lock's", i, va[i], vb[i])
+		}
+	}
+}
+
+// A master that lost one of the keys votes no on Extend; a majority of such
+// masters ends the lock, and the rest is released.
+func TestExtendMultiNeedsEveryKey(t *testing.T) {
+	r := startReal(t, 5)
+	c := r.client()
+	l, err := c.TryLockMulti(bg, []string{"a", "b"}, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	settle(c)
+	for i := range 3 {
+		if err := r.admin[i].Del(bg, "b").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Extend(bg, 2*time.Minute); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("Extend with b lost on three masters of five = %v, want ErrNotHeld", err)
+	}
+	select {
+	case <-l.Done():
+	default:
+		t.Fatal("Done is open after Extend found the lock lost")
+	}
+	settle(c)
+	for _, k := range []string{"a", "b"} {
+		if n := r.count(k, l.Token()); n != 0 {
+			t.Fatalf("%s still holds the lost lock's token on %d masters", k, n)
+		}
+		for i, d := range r.pttls(k) {
+			if d > time.Minute {
+				t.Fatalf("master %d: the refused Extend lengthened %s to %v", i, k, d)
+			}
+		}
+	}
+}
+
+// Two Clients locking {a,b} and {b,a} over and over both make progress, and
+// never hold at once.
+func TestLockMultiOnOverlappingSetsMakesProgress(t *testing.T) {
+	r := startReal(t, 5)
+	sets := [][]string{{"a", "b"}, {"b", "a"}, {"b", "c"}}
+	const rounds = 15
+	var inside atomic.Int32
+	var wg sync.WaitGroup
+	ctx, cancel := context.WithTimeout(bg, scaled(60*time.Second))
+	defer cancel()
+	errs := make(chan error, len(sets)*(rounds+1))
+	for _, set := range sets {
+		c := r.client(WithRetryDelay(time.Millisecond, 50*time.Millisecond))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range rounds {
+				l, err := c.LockMulti(ctx, set, 5*time.Second)
+				if err != nil {
+					errs <- fmt.Errorf("LockMulti(%q): %w", set, err)
+					return
+				}
+				if n := inside.Add(1); n != 1 { // every set holds b
+					errs <- fmt.Errorf("LockMulti(%q) returned with %d other holders inside", set, n-1)
+				}
+				time.Sleep(time.Millisecond) // the critical section
+				inside.Add(-1)
+				if err := l.Unlock(bg); err != nil {
+					errs <- fmt.Errorf("Unlock(%q): %w", set, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
+// A waiter on {a,b} is woken by a release of a, or of b: long before its
+// backoff would have let it try again.
+func TestLockMultiIsWokenByAReleaseOfEitherKey(t *testing.T) {
+	for _, held := range []string{"a", "b"} {
+		t.Run("release of "+held, func(t *testing.T) {
+			r := startReal(t, 5)
+			holder := r.client()
+			waiter := r.client(WithRetryDelay(scaled(30*time.Second), scaled(30*time.Second)))
+			l, err := holder.TryLock(bg, held, time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := make(chan error, 1)
+			go func() {
+				l, err := waiter.LockMulti(bg, []string{"a", "b"}, time.Minute)
+				if err == nil {
+					err = l.Unlock(bg)
+				}
+				got <- err
+			}()
+			// Wait until the waiter's attempt failed and it listens on
+			// both keys' channels.
+			r.subscribed("a")
+			r.subscribed("b")
+			if err := l.Unlock(bg); err != nil {
+				t.Fatal(err)
+			}
+			awaitLockWithin(t, got, scaled(5*time.Second), "LockMulti was not woken by the release of "+held)
+		})
+	}
+}
+
+func TestMultiRejectsBadInput(t *testing.T) {
+	r := startReal(t, 3)
+	c := r.client()
+	for _, tc := range []struct {
+		name string
+		ctx  context.Context
+		keys []string
+		ttl  time.Duration
+	}{
+		{"nil keys", bg, nil, time.Second},
+		{"no keys", bg, []string{}, time.Second},
+		{"an empty key", bg, []string{"a", ""}, time.Second},
+		{"a key twice", bg, []string{"a", "b", "a"}, time.Second},
+		{"nil ctx", nil, []string{"a", "b"}, time.Second},
+		{"zero ttl", bg, []string{"a", "b"}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if l, err := c.TryLockMulti(tc.ctx, tc.keys, tc.ttl); l != nil || !errors.Is(err, ErrInvalidArgument) {
+				t.Fatalf("TryLockMulti = %v, %v; want ErrInvalidArgument", l, err)
+			}
+			if l, err := c.LockMulti(tc.ctx, tc.keys, tc.ttl); l != nil || !errors.Is(err, ErrInvalidArgument) {
+				t.Fatalf("LockMulti = %v, %v; want ErrInvalidArgument", l, err)
+			}
+		})
+	}
+	l, err := c.TryLockMulti(bg, []string{"a", "b"}, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Fence(bg); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("Fence of a multi-key lock = %v, want ErrInvalidArgument", err)
+	}
+	// The caller's slice is the caller's: changing it changes nothing.
+	keys := []string{"x", "y"}
+	l2, err := c.TryLockMulti(bg, keys, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys[0] = "z"
+	if err := l2.Unlock(bg); err != nil || r.count("x", l2.Token()) != 0 {
+		t.Fatalf("Unlock after the caller reused its slice: %v; x still held on %d", err, r.count("x", l2.Token()))
+	}
+	_ = c.Close()
+	if _, err := c.TryLockMulti(bg, []string{"a", "b"}, time.Second); !errors.Is(err, ErrClosed) {
+		t.Fatalf("TryLockMulti after Close = %v, want ErrClosed", err)
+	}
+}
+
+// On a Redis Cluster vote, keys of different hash slots are a clear error
+// naming the remedy; keys with a common hash tag work.
+func TestMultiKeysOnAClusterVoteNeedOneSlot(t *testing.T) {
+	cluster := redistest.StartCluster(t, 3)
+	cc := cluster.Client()
+	t.Cleanup(func() { _ = cc.Close() })
+	c, err := New([]redis.UniversalClient{cc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, err = c.TryLockMulti(bg, []string{"order:a", "order:b"}, time.Minute)
+	if !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "hash tag") {
+		t.Fatalf("TryLockMulti of keys in two slots of a cluster = %v, want ErrInvalidArgument naming hash tags", err)
+	}
+	l, err := c.TryLockMulti(bg, []string{"{order}:a", "{order}:b"}, time.Minute)
+	if err != nil {
+		t.Fatalf("TryLockMulti of keys with one hash tag: %v", err)
+	}
+	if err := l.Extend(bg, 2*time.Minute); err != nil {
+		t.Fatalf("Extend: %v", err)
+	}
+	if err := l.Unlock(bg); err != nil {
+		t.Fatalf("Unlock: %v", err)
+	}
+}
+
+// hashSlot agrees with Redis Cluster's CLUSTER KEYSLOT.
+func TestHashSlot(t *testing.T) {
+	if got := hashSlot("123456789"); got != 0x31C3 { // CRC16/XMODEM's check value
+		t.Fatalf("hashSlot(123456789) = %d, want %d", got, 0x31C3)
+	}
+	cluster := redistest.StartCluster(t, 1)
+	cc := cluster.Client()
+	t.Cleanup(func() { _ = cc.Close() })
+	for _, key := range []string{
+		"foo", "bar", "{user1000}.following", "{user1000}.followers", "foo{}{bar}", "{}", "a{b}c{d}",
+		"{unterminated", "}{", "{order}:stock", "prefix{user1000}.suffix{", "invoice:42", "\xff\x00",
+	} {
+		want, err := cc.ClusterKeySlot(bg, key).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := hashSlot(key); int64(got) != want {
+			t.Errorf("hashSlot(%q) = %d, CLUSTER KEYSLOT says %d", key, got, want)
+		}
+	}
+}
