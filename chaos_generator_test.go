@@ -560,15 +560,98 @@ func (g *generator) worker(w int) {
 		if rng.IntN(3) == 0 {
 			key = g.keys[genShared+i] // the slot's own
 		}
-		switch r := rng.IntN(200); {
+		switch r := rng.IntN(220); {
 		case r < 90:
 			g.tryLockSession(rng, name, gc, key)
 		case r < 150:
 			g.lockSession(rng, name, gc, key)
 		case r < 199:
 			g.doSession(rng, name, gc, key)
+		case r < 219:
+			g.multiSession(rng, name, gc, key)
 		default:
 			g.replace(rng)
+		}
+	}
+}
+
+// multiSession takes two or three keys as one lock (TryLockMulti or
+// LockMulti): each key gets its window in the history, so property 1
+// holds it against every other holder of any of its keys; then maybe
+// Extends with property 2 on every key, and Unlock with property 6 on
+// every key.
+func (g *generator) multiSession(rng *rand.Rand, name string, gc *genClient, first string) {
+	keys := []string{first}
+	for n := 2 + rng.IntN(2); len(keys) < n; {
+		if k := g.keys[rng.IntN(len(g.keys))]; !slices.Contains(keys, k) {
+			keys = append(keys, k)
+		}
+	}
+	ttl := g.ttl(rng)
+	kind, limit := "TryLockMulti", genOpLimit
+	ctx, cancel := callCtx(rng)
+	if rng.IntN(2) == 0 {
+		cancel()
+		kind, limit = "LockMulti", genWaitLimit
+		ctx, cancel = waitCtx(rng, 0)
+	}
+	deadline, _ := ctx.Deadline()
+	health := g.sched.Health()
+	afterClose := gc.closed.Load()
+	start := time.Now()
+	stop := g.stalled(kind, max(time.Until(deadline), 0)+limit+genStall)
+	var l *Lock
+	var err error
+	if kind == "LockMulti" {
+		l, err = gc.LockMulti(ctx, keys, ttl)
+	} else {
+		l, err = gc.TryLockMulti(ctx, keys, ttl)
+	}
+	returned := time.Now()
+	stop()
+	cancel()
+	g.count(kind, err, afterClose, acquireOutcomes, closedOutcomes)
+	if kind == "TryLockMulti" {
+		g.within(first, kind, returned.Sub(start), limit, err)
+	} else if !deadline.IsZero() {
+		g.within(first, kind, returned.Sub(deadline), limit, err)
+	}
+	if err != nil {
+		return
+	}
+	holder := name + "/" + gc.name
+	xs := make([]*chaos.Hold, len(keys))
+	for i, k := range keys {
+		xs[i] = g.s.hist.Acquired(holder, k, l.Token(), l.Until())
+		g.s.hist.NoteKey(k, "%s %s %q %.8s (%v): Until %+v", holder, kind, keys, l.Token(), ttl, time.Until(l.Until()).Round(time.Millisecond))
+	}
+	for steps := rng.IntN(3); steps > 0 && time.Now().Before(l.Until()); steps-- {
+		if rng.IntN(2) == 0 {
+			xs[0].Section(g.work(rng))
+			continue
+		}
+		g.extend(rng, gc, l, xs[0], "Extend (multi)")
+		for _, x := range xs[1:] {
+			x.Told(l.Until(), time.Now())
+		}
+		g.checkLease(l, "after Extend (multi)")
+	}
+	for _, x := range xs {
+		x.Releasing()
+	}
+	uctx, ucancel := callCtx(rng)
+	ustart := time.Now()
+	stop = g.stalled("Unlock (multi)", genUnlockLimit+genStall)
+	err = l.Unlock(uctx)
+	took := time.Since(ustart)
+	stop()
+	ucancel()
+	o := g.count("Unlock (multi)", err, gc.closed.Load(), unlockOutcomes, closedLockOps)
+	g.within(first, "Unlock (multi)", took, genUnlockLimit, err)
+	for _, k := range keys {
+		g.s.hist.NoteKey(k, "%s Unlock (multi) %.8s: %s (%v)", holder, l.Token(), o, err)
+		if !errors.Is(err, ErrClosed) {
+			g.checkRelease(k, l.Token(), health, holder, ustart)
 		}
 	}
 }

@@ -22,6 +22,12 @@ import (
 // expires before Until (reply time + PTTL + 1 ms for PTTL's rounding);
 // masters that cannot be read (paused, down) count neither way.
 func (g *generator) checkLease(l *Lock, when string) {
+	for _, key := range l.Keys() { // a multi-key lock: each key
+		g.checkLeaseOf(l, key, when)
+	}
+}
+
+func (g *generator) checkLeaseOf(l *Lock, key, when string) {
 	until := l.Until()
 	if !time.Now().Before(until) {
 		return
@@ -37,7 +43,7 @@ func (g *generator) checkLease(l *Lock, when string) {
 			defer wg.Done()
 			ctx, cancel := context.WithTimeout(bg, genLeaseWait)
 			defer cancel()
-			v, ttl, at, err := n.Lease(ctx, l.Key())
+			v, ttl, at, err := n.Lease(ctx, key)
 			switch {
 			case err != nil:
 				seen[i] = "unread"
@@ -60,8 +66,8 @@ func (g *generator) checkLease(l *Lock, when string) {
 		}
 	}
 	if n > len(nodes)-quorum(len(nodes)) {
-		g.violation(pUntil, l.Key(), "Until %+v of %.8s on %q %s is later than its keys' expiry on %d masters: %v",
-			time.Until(until).Round(time.Millisecond), l.Token(), l.Key(), when, n, seen)
+		g.violation(pUntil, key, "Until %+v of %.8s on %q %s is later than its keys' expiry on %d masters: %v",
+			time.Until(until).Round(time.Millisecond), l.Token(), key, when, n, seen)
 	}
 }
 
