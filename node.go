@@ -256,12 +256,27 @@ func (n *node) handOff(ctx context.Context, send sendCheck, a *roundArgs) (state
 		return 0, 0, memory{}, err
 	}
 	mem = n.memory(k, v[2], v[3], v[4])
-	if v[1] < 0 {
+	switch {
+	case v[1] < 0:
 		n.refusedNoticeBy(nil)
 		return v[0], 0, mem, nil
+	case v[1] > 0 && n.isCluster():
+		// A PUBLISH run in a script on a Redis Cluster node counts only
+		// the subscribers of that node's shard, though every node
+		// delivers it: the channel may hash to another shard than the
+		// key. Unknown, then: count it as heard by others, so that the
+		// Client listens for their wants rather than starve them.
+		return v[0], max(v[1]-1, clusterReceivers), mem, nil
+	case v[1] > 0:
+		return v[0], v[1] - 1, mem, nil
 	}
-	return v[0], v[1], mem, nil
+	return v[0], 0, mem, nil
 }
+
+// clusterReceivers is how many subscribers a notice published on a Redis
+// Cluster vote counts as heard by: more than the Client's own subscription
+// (one per vote), so that others are taken to listen.
+const clusterReceivers = 2
 
 // extend makes a.key live at least a.ttl more if it holds a.token, never
 // shortening it; with a.guard, it also puts back our token where the key

@@ -4,9 +4,10 @@
 -- key was free, or marked as wanted: token.lua), publish ARGV[5] there.
 -- Returns {state, receivers, age, longest, born}: state 2 when ARGV[1]'s
 -- key was replaced, 1 when the key was free and is now ARGV[2]'s (or already was: a
--- re-send), 0 when another token holds it; receivers is how many
--- subscribers heard the notice, or -1 when the server refused it (no channel
--- rights); age and longest from memory(ARGV[7], ARGV[3], ARGV[6], ARGV[8])
+-- re-send), 0 when another token holds it; receivers is 0 when nothing was
+-- published, 1 plus how many subscribers heard the notice when it was, or -1
+-- when the server refused it (no channel rights); age and longest from
+-- memory(ARGV[7], ARGV[3], ARGV[6], ARGV[8])
 -- (memory.lua).
 --
 -- Check and set run as one script, so the key is never free in between for
@@ -43,6 +44,8 @@ if ARGV[4] ~= '' and (cur ~= ARGV[1] or remote) then
   receivers = redis.pcall('PUBLISH', ARGV[4], ARGV[5])
   if type(receivers) == 'table' and receivers.err then
     receivers = -1
+  else
+    receivers = receivers + 1
   end
 end
 if cur == false then

@@ -479,6 +479,13 @@ var mutants = []mutant{
 		to:      "\treturn keys, ttl, nil",
 		killers: "TestMultiRejectsBadInput",
 	},
+	{
+		name:    "cluster-receiver-counts-trusted",
+		file:    "node.go",
+		from:    "\tcase v[1] > 0 && n.isCluster():",
+		to:      "\tcase v[1] > 0 && n.isCluster() && false:",
+		killers: "TestClusterVotes/hand-off",
+	},
 }
 
 func main() {
