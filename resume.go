@@ -30,10 +30,14 @@ import (
 // checks fences refuses the first holder's writes from then on.
 //
 // Resume returns an error matching ErrNotHeld, with a *QuorumError, when
-// no majority holds token for key in time: the lock was released, expired
-// or taken over, or too few masters answered; it then leaves the masters
-// as they are (it releases nothing: the lock may be its first holder's
-// still). If ctx ended, the error also matches ctx.Err(). A token that is
+// no majority holds token for key in time. When a majority said the token
+// is gone (the lock was released, expired or taken over), no lock holds it
+// any more, and Resume releases it wherever it remains, since its round
+// may have lengthened it there. When too few masters answered (timeouts,
+// errors, ctx), the lock may still be its first holder's, and Resume
+// releases nothing; masters that answered have kept the key at least ttl,
+// as an Extend cut short does. If ctx ended, the error also matches
+// ctx.Err(). A token that is
 // not a Lock's Token(), an empty key or a TTL too short return an error
 // matching ErrInvalidArgument; after Close, ErrClosed.
 func (c *Client) Resume(ctx context.Context, key, token string, ttl time.Duration) (*Lock, error) {
@@ -70,6 +74,12 @@ func (c *Client) resume(ctx context.Context, key, token string, ttl time.Duratio
 		return b, err
 	})
 	if !l.won(r) {
+		if r.refused > len(c.nodes)-c.quorum {
+			// A majority said the token is gone: no lock holds it any
+			// more, and nobody would release it where this round
+			// lengthened it, for ttl.
+			l.abandon(ttl)
+		}
 		return nil, withCtx(ctx, r.error(ErrNotHeld))
 	}
 	return l, nil

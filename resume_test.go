@@ -138,6 +138,35 @@ func TestResumeOfATokenThatDoesNotHoldTheKeyChangesNothing(t *testing.T) {
 	}
 }
 
+// A Resume that a majority refused (the token is gone from them) leaves
+// no key of that token behind, even where it lengthened one: no lock
+// holds the token any more, and nobody would release it. (Found by an
+// adversary pass: the minority's keys lived on for the Resume's TTL, an
+// hour, and with one free master down nobody could take the key.)
+func TestFailedResumeLeavesNoLongerKey(t *testing.T) {
+	r := startReal(t, 5)
+	c := r.client()
+	l, err := c.TryLock(bg, "k", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	settle(c)
+	for i := range 3 { // as if three masters lost it
+		if err := r.admin[i].Del(bg, "k").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Resume(bg, "k", l.Token(), time.Hour); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("Resume of a token three masters of five lost = %v, want ErrNotHeld", err)
+	}
+	settle(c)
+	for i, d := range r.pttls("k") {
+		if d > 10*time.Second {
+			t.Fatalf("master %d: the failed Resume left the key for another %v: PTTLs %v", i, d, r.pttls("k"))
+		}
+	}
+}
+
 // A Resume whose ctx ends, or that meets a majority of hung masters, is
 // ErrNotHeld (with ctx's error) within the node deadline, and leaves the
 // first holder's lock held.

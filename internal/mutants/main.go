@@ -389,11 +389,18 @@ var mutants = []mutant{
 		killers: "TestResumeOfATokenThatDoesNotHoldTheKeyChangesNothing",
 	},
 	{
-		name:    "failed-resume-releases-the-holders-lock",
+		name:    "undecided-resume-releases-the-holders-lock",
 		file:    "resume.go",
-		from:    "\tif !l.won(r) {\n",
-		to:      "\tif !l.won(r) {\n\t\tl.abandon(ttl)\n",
+		from:    "\t\tif r.refused > len(c.nodes)-c.quorum {",
+		to:      "\t\tif true {",
 		killers: "TestResumeThatCannotReachAMajorityLeavesTheLockToItsHolder",
+	},
+	{
+		name:    "refused-resume-leaves-the-keys-it-lengthened",
+		file:    "resume.go",
+		from:    "\t\t\tl.abandon(ttl)\n",
+		to:      "\n",
+		killers: "TestFailedResumeLeavesNoLongerKey",
 	},
 	{
 		name:    "resume-takes-any-token",
