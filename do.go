@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -37,6 +38,18 @@ import (
 // TTL. Nested Do or Lock calls for the same key from inside fn are not
 // re-entrant: pass the held lock's context down instead (see the README).
 func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(ctx context.Context) error) error {
+	return c.doWith(ctx, "Do", key, ttl, fn, func(ctx context.Context) (*Lock, error) { return c.Lock(ctx, key, ttl) })
+}
+
+// DoMulti is Do holding every key of keys, as one lock taken by LockMulti
+// (see TryLockMulti for the rules and the bad input). fn finds the lock
+// with LockFromContext; a multi-key lock has no fence.
+func (c *Client) DoMulti(ctx context.Context, keys []string, ttl time.Duration, fn func(ctx context.Context) error) error {
+	return c.doWith(ctx, "DoMulti", strings.Join(keys, ","), ttl, fn, func(ctx context.Context) (*Lock, error) { return c.LockMulti(ctx, keys, ttl) })
+}
+
+// doWith is Do, or op, with lock taking the lock on key (or keys, joined).
+func (c *Client) doWith(ctx context.Context, op, key string, ttl time.Duration, fn func(ctx context.Context) error, lock func(context.Context) (*Lock, error)) error {
 	if fn == nil {
 		return fmt.Errorf("%w: nil fn", ErrInvalidArgument)
 	}
@@ -45,17 +58,17 @@ func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(
 	}
 	o := c.cfg.obs
 	if o == nil || ctx == nil {
-		_, err := c.do(ctx, key, ttl, fn)
+		_, err := c.do(ctx, key, ttl, fn, lock)
 		return err
 	}
-	ctx = c.start(ctx, "Do", key)
+	ctx = c.start(ctx, op, key)
 	finished := false
 	defer func() {
 		if !finished && o.DoEnd != nil { // fn panicked: the call still ends
 			o.DoEnd(DoEvent{Ctx: ctx, Key: key, Err: fmt.Errorf("%w: fn panicked", ErrNotHeld)})
 		}
 	}()
-	l, err := c.do(ctx, key, ttl, fn)
+	l, err := c.do(ctx, key, ttl, fn, lock)
 	finished = true
 	if o.DoEnd != nil {
 		e := DoEvent{Ctx: ctx, Key: key, Err: err}
@@ -71,8 +84,8 @@ func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(
 }
 
 // do is Do; l is the lock it held, if it got one.
-func (c *Client) do(ctx context.Context, key string, ttl time.Duration, fn func(ctx context.Context) error) (l *Lock, err error) {
-	l, err = c.Lock(ctx, key, ttl)
+func (c *Client) do(ctx context.Context, key string, ttl time.Duration, fn func(ctx context.Context) error, lock func(context.Context) (*Lock, error)) (l *Lock, err error) {
+	l, err = lock(ctx)
 	if err != nil {
 		return nil, err
 	}

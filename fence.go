@@ -22,7 +22,8 @@ const fenceSuffix = ":redlock-fence"
 //
 // Fences of one key only grow from holder to holder: if this lock's fence
 // is f, any later holder of the key that obtains a fence gets one greater
-// than f. That holds while masters are killed, paused, slowed or restarted
+// than f. A multi-key lock (TryLockMulti) draws one fence above every
+// earlier fence of each of its keys, and raises every key's counter to it. That holds while masters are killed, paused, slowed or restarted
 // with their data (appendfsync always), and needs no single master to
 // survive: every fence is held by a majority, and any later majority meets
 // it. A master that loses its data (a restart without persistence, a
@@ -50,9 +51,6 @@ func (l *Lock) Fence(ctx context.Context) (uint64, error) {
 	}
 	if ctx == nil {
 		return 0, fmt.Errorf("%w: nil context", ErrInvalidArgument)
-	}
-	if l.keys != nil {
-		return 0, fmt.Errorf("%w: Fence of the multi-key lock %q: fences are per key, take the key alone", ErrInvalidArgument, l.key)
 	}
 	if err := l.enterFence(ctx); err != nil {
 		return 0, err
@@ -145,7 +143,7 @@ func (l *Lock) fenceRound(ctx context.Context, until time.Time, values []atomic.
 		if err := l.holds[n.index].await(ctx); err != nil {
 			return ballot{}, refusalAsVote(err)
 		}
-		v, err := n.fence(ctx, l.key, l.token, raise)
+		v, err := n.fence(ctx, l.Keys(), l.token, raise)
 		values[n.index].Store(v)
 		return ballot{yes: err == nil && v > 0 && v >= raise}, err
 	})

@@ -52,6 +52,10 @@ var (
 	releaseMultiLua    string
 	releaseMultiScript = newLuaScript(tokenLua + releaseMultiLua)
 
+	//go:embed lua/fence_multi.lua
+	fenceMultiLua    string
+	fenceMultiScript = newLuaScript(tokenLua + fenceMultiLua)
+
 	//go:embed lua/inspect.lua
 	inspectLua    string
 	inspectScript = newLuaScript(inspectLua)

@@ -18,10 +18,11 @@ import (
 // rules apply to the set: a majority, validity = ttl − elapsed − drift, and
 // release everywhere on failure. Extend, Unlock, Done and Until work on
 // all the keys at once; Unlock announces the release on every key, so
-// waiters on any of them try again. A multi-key lock is never handed to a
-// waiter by Unlock (see Lock.Unlock): it is released, and waiters compete.
-// Fence and Do are for single keys: Fence of a multi-key lock returns an
-// error matching ErrInvalidArgument.
+// waiters on any of them try again. Fence draws one fence for all the
+// keys: above every earlier holder's of any of them, and below every later
+// holder's (see Lock.Fence). DoMulti is Do for a set of keys. A multi-key
+// lock is never handed to a waiter by Unlock (see Lock.Unlock): it is
+// released, and waiters compete.
 //
 // keys must be non-empty, each non-empty, and distinct: otherwise the
 // error matches ErrInvalidArgument. Where a vote is a Redis Cluster, the

@@ -238,13 +238,6 @@ func TestMultiRejectsBadInput(t *testing.T) {
 			}
 		})
 	}
-	l, err := c.TryLockMulti(bg, []string{"a", "b"}, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := l.Fence(bg); !errors.Is(err, ErrInvalidArgument) {
-		t.Fatalf("Fence of a multi-key lock = %v, want ErrInvalidArgument", err)
-	}
 	// The caller's slice is the caller's: changing it changes nothing.
 	keys := []string{"x", "y"}
 	l2, err := c.TryLockMulti(bg, keys, time.Minute)
@@ -258,6 +251,87 @@ func TestMultiRejectsBadInput(t *testing.T) {
 	_ = c.Close()
 	if _, err := c.TryLockMulti(bg, []string{"a", "b"}, time.Second); !errors.Is(err, ErrClosed) {
 		t.Fatalf("TryLockMulti after Close = %v, want ErrClosed", err)
+	}
+}
+
+// DoMulti holds every key while fn runs, longer than the TTL (its
+// watchdog extends them all), and releases them when fn returns.
+func TestDoMultiHoldsEveryKeyWhileFnRuns(t *testing.T) {
+	r := startReal(t, 5)
+	c, other := r.client(), r.client()
+	ttl := scaled(300 * time.Millisecond)
+	err := c.DoMulti(bg, []string{"a", "b"}, ttl, func(ctx context.Context) error {
+		l := LockFromContext(ctx)
+		if got := l.Keys(); len(got) != 2 || got[0] != "a" || got[1] != "b" {
+			return fmt.Errorf("LockFromContext's keys = %q", got)
+		}
+		for end := time.Now().Add(3 * ttl); time.Now().Before(end); time.Sleep(ttl / 4) {
+			for _, k := range []string{"a", "b"} {
+				if _, err := other.TryLock(bg, k, time.Second); !errors.Is(err, ErrNotObtained) {
+					return fmt.Errorf("TryLock(%s) by another Client while DoMulti's fn runs = %v", k, err)
+				}
+			}
+			if ctx.Err() != nil {
+				return fmt.Errorf("fn's ctx ended: %w", context.Cause(ctx))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("DoMulti: %v", err)
+	}
+	settle(c)
+	for _, k := range []string{"a", "b"} {
+		if l, err := other.TryLock(bg, k, time.Second); err != nil {
+			t.Fatalf("TryLock(%s) after DoMulti = %v", k, err)
+		} else {
+			_ = l.Unlock(bg)
+		}
+	}
+	if err := c.DoMulti(bg, []string{"a", "a"}, ttl, func(context.Context) error { return nil }); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("DoMulti with a key twice = %v, want ErrInvalidArgument", err)
+	}
+}
+
+// A multi-key lock's fence is above every earlier holder's fence of any
+// of its keys, and every later holder of any of them draws above it.
+func TestFenceOfAMultiKeyLock(t *testing.T) {
+	r := startReal(t, 5)
+	c := r.client()
+	fenceOf := func(l *Lock) uint64 {
+		t.Helper()
+		f, err := l.Fence(bg)
+		if err != nil {
+			t.Fatalf("Fence of %q: %v", l.Key(), err)
+		}
+		if again, err := l.Fence(bg); err != nil || again != f {
+			t.Fatalf("a second Fence of %q = %d, %v; want %d", l.Key(), again, err, f)
+		}
+		if err := l.Unlock(bg); err != nil {
+			t.Fatal(err)
+		}
+		settle(c)
+		return f
+	}
+	fa := fenceOf(mustLock(t, c, "a", time.Minute))
+	for _, a := range r.admin { // b's counter above a's, as if b had had many more holders
+		if err := a.Set(bg, "b"+fenceSuffix, fa+1000, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fb := fenceOf(mustLock(t, c, "b", time.Minute))
+	l, err := c.TryLockMulti(bg, []string{"a", "b"}, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fm := fenceOf(l)
+	if fm <= fa || fm <= fb {
+		t.Fatalf("the multi-key lock's fence %d is not above a's %d and b's %d", fm, fa, fb)
+	}
+	for _, k := range []string{"a", "b"} {
+		if f := fenceOf(mustLock(t, c, k, time.Minute)); f <= fm {
+			t.Fatalf("a later holder of %s drew %d, not above the multi-key lock's %d", k, f, fm)
+		}
 	}
 }
 

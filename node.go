@@ -296,17 +296,30 @@ func (n *node) extend(ctx context.Context, a *roundArgs, born int64) (ballot, er
 	return ballot{yes: vote > 0, mem: mem}, nil
 }
 
-// fence runs the fence script on key's counter if key holds token: with
+// fence runs the fence script on the counter of keys[0] (or, for a
+// multi-key lock, fence_multi.lua on every key's) if the keys hold token: with
 // raise 0 it increments the counter, otherwise it raises it to at least
 // raise. It returns the counter's value, or 0 when key does not hold token;
 // a counter that is not a positive integer (someone else wrote it) is an
 // error.
-func (n *node) fence(ctx context.Context, key, token string, raise uint64) (uint64, error) {
+func (n *node) fence(ctx context.Context, keys []string, token string, raise uint64) (uint64, error) {
 	arg := ""
 	if raise > 0 {
 		arg = strconv.FormatUint(raise, 10)
 	}
-	s, err := n.eval(ctx, nil, fenceScript.evalsha(2, key, fenceKey(key, n.isCluster()), token, arg)).Text()
+	key := keys[0]
+	cmd := fenceScript.evalsha(2, key, fenceKey(key, n.isCluster()), token, arg)
+	if len(keys) > 1 { // a multi-key lock: its keys, then their counters
+		args := make([]any, 0, 2*len(keys)+2)
+		for _, k := range keys {
+			args = append(args, k)
+		}
+		for _, k := range keys {
+			args = append(args, fenceKey(k, n.isCluster()))
+		}
+		cmd = fenceMultiScript.evalsha(2*len(keys), append(args, token, arg)...)
+	}
+	s, err := n.eval(ctx, nil, cmd).Text()
 	if errors.Is(err, redis.Nil) {
 		return 0, nil // not held
 	}

@@ -487,6 +487,20 @@ var mutants = []mutant{
 		killers: "TestMultiRejectsBadInput",
 	},
 	{
+		name:    "multi-fence-leaves-the-other-counters",
+		file:    "lua/fence_multi.lua",
+		from:    "  if not c or above(target, c) then\n    redis.call('SET', KEYS[i], target)\n",
+		to:      "  if not c then\n    redis.call('SET', KEYS[i], target)\n",
+		killers: "TestFenceOfAMultiKeyLock",
+	},
+	{
+		name:    "multi-fence-increments-the-first-counter",
+		file:    "lua/fence_multi.lua",
+		from:    "  redis.call('INCR', KEYS[top])",
+		to:      "  redis.call('INCR', KEYS[n + 1])",
+		killers: "TestFenceOfAMultiKeyLock",
+	},
+	{
 		name:    "cluster-receiver-counts-trusted",
 		file:    "node.go",
 		from:    "\tcase v[1] > 0 && n.isCluster():",
