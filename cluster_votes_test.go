@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -45,14 +46,158 @@ func shardOf(slot, shards int) int {
 // delivers it.
 func TestClusterVotes(t *testing.T) {
 	const shards = 3
-	_, nodes := clusterVotes(t, 3, shards)
+	clusters, nodes := clusterVotes(t, 3, shards)
 	keys := keysOffTheirChannelsShard(t, shards, 2)
+	t.Run("every call across slots", func(t *testing.T) {
+		acrossSlots(t, nodes)
+	})
+	t.Run("a slot migrates while the lock is held", func(t *testing.T) {
+		slotMigrates(t, clusters[0], nodes, shards)
+	})
 	t.Run("a hand-off's notice counts as heard", func(t *testing.T) {
 		handOffNoticeHeard(t, nodes, keys[0])
 	})
 	t.Run("another Client's waiter is not starved", func(t *testing.T) {
 		noStarvation(t, nodes, keys[1])
 	})
+	t.Run("a shard fails inside one vote", func(t *testing.T) { // last: vote 0 stays broken
+		shardFails(t, clusters[0], nodes, shards)
+	})
+}
+
+// acrossSlots: every call works on keys of every shard (the library's own
+// keys, the memory marker and the fence counter, share the lock key's
+// slot), and a multi-key lock works on keys with one hash tag.
+func acrossSlots(t *testing.T, nodes []redis.UniversalClient) {
+	c, err := New(nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for i := range 12 {
+		key := fmt.Sprintf("slots:%d", i)
+		l, err := c.TryLock(bg, key, time.Minute)
+		if err != nil {
+			t.Fatalf("TryLock(%s): %v", key, err)
+		}
+		if err := l.Extend(bg, 2*time.Minute); err != nil {
+			t.Fatalf("Extend(%s): %v", key, err)
+		}
+		if _, err := l.Fence(bg); err != nil {
+			t.Fatalf("Fence(%s): %v", key, err)
+		}
+		if in, err := c.Inspect(bg, key); err != nil || in.HeldBy(l.Token()) < 2 {
+			t.Fatalf("Inspect(%s) = %+v, %v", key, in, err)
+		}
+		r, err := c.Resume(bg, key, l.Token(), time.Minute)
+		if err != nil {
+			t.Fatalf("Resume(%s): %v", key, err)
+		}
+		if err := r.Unlock(bg); err != nil {
+			t.Fatalf("Unlock(%s): %v", key, err)
+		}
+	}
+	l, err := c.TryLockMulti(bg, []string{"{order:7}:stock", "{order:7}:invoice"}, time.Minute)
+	if err != nil {
+		t.Fatalf("TryLockMulti: %v", err)
+	}
+	if _, err := l.Fence(bg); err != nil {
+		t.Fatalf("Fence of the multi-key lock: %v", err)
+	}
+	if err := l.Unlock(bg); err != nil {
+		t.Fatalf("Unlock of the multi-key lock: %v", err)
+	}
+}
+
+// slotMigrates: the key's slot moves to another shard of one vote while the
+// lock is held (with the key, its marker and its fence counter); Extend and
+// Unlock follow it there.
+func slotMigrates(t *testing.T, cl *redistest.Cluster, nodes []redis.UniversalClient, shards int) {
+	c, err := New(nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const key = "migrating"
+	l, err := c.TryLock(bg, key, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Fence(bg); err != nil {
+		t.Fatal(err)
+	}
+	settle(c)
+	slot := hashSlot(key)
+	to := (shardOf(slot, shards) + 1) % shards
+	cl.MigrateSlot(slot, to)
+	moved := cl.Masters[to].Client(nil)
+	defer moved.Close()
+	if v, err := moved.Get(bg, key).Result(); err != nil || v != l.Token() {
+		t.Fatalf("after the migration, the new shard holds %q (%v), want the lock's token", v, err)
+	}
+	if err := l.Extend(bg, 2*time.Minute); err != nil {
+		t.Fatalf("Extend after the migration: %v", err)
+	}
+	if d := moved.PTTL(bg, key).Val(); d < time.Minute {
+		t.Fatalf("the migrated key lives %v after Extend(2m): the extension did not reach its new shard", d)
+	}
+	if in, err := c.Inspect(bg, key); err != nil || in.HeldBy(l.Token()) != 3 {
+		t.Fatalf("Inspect after the migration = %+v, %v; want all three votes", in, err)
+	}
+	if err := l.Unlock(bg); err != nil {
+		t.Fatalf("Unlock after the migration: %v", err)
+	}
+	settle(c)
+	if n := moved.Exists(bg, key).Val(); n != 0 {
+		t.Fatal("the migrated key is still on its new shard after Unlock")
+	}
+}
+
+// shardFails: the master of the key's shard in one vote dies while the
+// lock is held; the other two votes carry Extend and Unlock, and a new
+// lock is had with them.
+func shardFails(t *testing.T, cl *redistest.Cluster, nodes []redis.UniversalClient, shards int) {
+	c, err := New(nodes, WithNodeTimeout(scaled(200*time.Millisecond)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const key = "failing-shard"
+	// A deployment that has run a while: the key's memory marker (one per
+	// hash slot on a cluster, guard.go) is old on every vote. A fresh one
+	// would hold back every vote's yes while one vote cannot report its
+	// memory: the restart guard's documented cost, per key on a cluster
+	// vote (README, "Redis Cluster votes").
+	for _, n := range nodes {
+		now, err := n.Time(bg).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		born := now.Add(-establishedAge).UnixMilli()
+		if err := n.Set(bg, markerKey(key, true), fmt.Sprintf("%d 0", born), 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, err := c.TryLock(bg, key, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	settle(c)
+	cl.Masters[shardOf(hashSlot(key), shards)].Kill()
+	if err := l.Extend(bg, time.Minute); err != nil {
+		t.Fatalf("Extend with the key's shard dead in one vote: %v", err)
+	}
+	if err := l.Unlock(bg); err != nil {
+		t.Fatalf("Unlock with the key's shard dead in one vote: %v", err)
+	}
+	l, err = c.TryLock(bg, key, time.Minute)
+	if err != nil {
+		t.Fatalf("TryLock with the key's shard dead in one vote: %v", err)
+	}
+	var qe *QuorumError
+	if err := l.Unlock(bg); err != nil && !errors.As(err, &qe) {
+		t.Fatalf("Unlock: %v", err)
+	}
 }
 
 // keysOffTheirChannelsShard returns n keys whose notice channels hash to

@@ -103,3 +103,64 @@ func (c *Cluster) Client(seeds ...string) *redis.ClusterClient {
 	c.t.Cleanup(func() { _ = cc.Close() })
 	return cc
 }
+
+// MigrateSlot moves slot, with its keys, from the master that serves it to
+// master to (an index into Masters), the way redis-cli --cluster reshard
+// does: IMPORTING on the target, MIGRATING on the source, MIGRATE of every
+// key, then SETSLOT NODE on both. Clients follow the MOVED and ASK
+// redirections meanwhile.
+func (c *Cluster) MigrateSlot(slot int, to int) {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	admins := make([]*redis.Client, len(c.Masters))
+	ids := make([]string, len(c.Masters))
+	from := -1
+	for i, s := range c.Masters {
+		admins[i] = s.Client(&redis.Options{MaxRetries: -1})
+		defer admins[i].Close()
+		id, err := admins[i].Do(ctx, "CLUSTER", "MYID").Text()
+		if err != nil {
+			c.t.Fatalf("redistest: CLUSTER MYID on %s: %v", s.Addr, err)
+		}
+		ids[i] = id
+	}
+	for i := range c.Masters {
+		first, last := i*16384/len(c.Masters), (i+1)*16384/len(c.Masters)-1
+		if slot >= first && slot <= last {
+			from = i
+		}
+	}
+	if from < 0 || from == to {
+		c.t.Fatalf("redistest: slot %d is on master %d; cannot move it to %d", slot, from, to)
+	}
+	must := func(a *redis.Client, args ...any) {
+		if err := a.Do(ctx, args...).Err(); err != nil {
+			c.t.Fatalf("redistest: %v: %v", args, err)
+		}
+	}
+	must(admins[to], "CLUSTER", "SETSLOT", slot, "IMPORTING", ids[from])
+	must(admins[from], "CLUSTER", "SETSLOT", slot, "MIGRATING", ids[to])
+	host, port, _ := strings.Cut(c.Masters[to].Addr, ":")
+	for {
+		keys, err := admins[from].ClusterGetKeysInSlot(ctx, slot, 100).Result()
+		if err != nil {
+			c.t.Fatalf("redistest: CLUSTER GETKEYSINSLOT: %v", err)
+		}
+		if len(keys) == 0 {
+			break
+		}
+		args := []any{"MIGRATE", host, port, "", 0, 5000, "KEYS"}
+		for _, k := range keys {
+			args = append(args, k)
+		}
+		must(admins[from], args...)
+	}
+	must(admins[to], "CLUSTER", "SETSLOT", slot, "NODE", ids[to])
+	must(admins[from], "CLUSTER", "SETSLOT", slot, "NODE", ids[to])
+	for i, a := range admins {
+		if i != from && i != to {
+			must(a, "CLUSTER", "SETSLOT", slot, "NODE", ids[to])
+		}
+	}
+}
