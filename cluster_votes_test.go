@@ -263,7 +263,7 @@ func handOffNoticeHeard(t *testing.T, nodes []redis.UniversalClient, key string)
 	if nl == nil {
 		t.Fatal("the hand-off to the busy Client's own waiter failed")
 	}
-	defer nl.Unlock(bg)
+	defer func() { _ = nl.Unlock(bg) }()
 	if !busy.wk.othersSeen(key) {
 		t.Fatal("after a hand-off that published to a wanted key on cluster votes, the Client does not know others listen")
 	}

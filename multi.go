@@ -143,10 +143,8 @@ func (c *Client) waitMulti(ctx context.Context, keys []string, ttl time.Duration
 	}()
 	joined := strings.Join(keys, ",")
 	for fails := 0; ; fails++ {
-		if watches != nil {
-			for i, w := range watches {
-				events[i] = w.events() // before the attempt: one during it counts
-			}
+		for i, w := range watches {
+			events[i] = w.events() // before the attempt: one during it counts
 		}
 		l, err := c.attemptMulti(ctx, keys, ttl)
 		if err == nil {

@@ -268,7 +268,7 @@ func TestDoMultiHoldsEveryKeyWhileFnRuns(t *testing.T) {
 		for end := time.Now().Add(3 * ttl); time.Now().Before(end); time.Sleep(ttl / 4) {
 			for _, k := range []string{"a", "b"} {
 				if _, err := other.TryLock(bg, k, time.Second); !errors.Is(err, ErrNotObtained) {
-					return fmt.Errorf("TryLock(%s) by another Client while DoMulti's fn runs = %v", k, err)
+					return fmt.Errorf("TryLock(%s) by another Client while DoMulti's fn runs = %w", k, err)
 				}
 			}
 			if ctx.Err() != nil {
