@@ -1002,13 +1002,19 @@ func (g *generator) doSession(rng *rand.Rand, name string, gc *genClient, key st
 		// already done means the lock is not to be trusted: no window.
 		var x *chaos.Hold
 		if fctx.Err() == nil {
+			// The window ends when fn's context ends, or at the lock's
+			// Until if that came first: the context learns of the end a
+			// goroutine's wake-up later, tens of milliseconds under -race
+			// on two cores, as a real fn would.
+			l := LockFromContext(fctx)
 			x = g.s.hist.Acquired(holder, key, "do", ran.Add(time.Hour))
-			stop := context.AfterFunc(fctx, x.Releasing)
+			end := func() { x.ReleasingBy(l.Until()) }
+			stop := context.AfterFunc(fctx, end)
 			defer func() {
-				x.Releasing()
+				end()
 				stop()
 			}()
-			if l := LockFromContext(fctx); fenced {
+			if fenced {
 				g.fence(fctx, "Fence (in Do)", genFencer{name: holder + "/" + l.Token()[:8], gc: gc, l: l, acquiring: called, acquired: ran})
 			}
 			x.SectionWhile(fctx.Done(), work)

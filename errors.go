@@ -26,8 +26,9 @@ var (
 	ErrNotHeld = errors.New("redlock: lock not held")
 
 	// ErrInvalidArgument reports bad input: no nodes, a nil or repeated
-	// node, an empty key, a TTL too short to leave any validity, or an
-	// option out of range. The message says which.
+	// node, an empty key or one named like the library's own keys, a TTL
+	// too short to leave any validity, or an option out of range. The
+	// message says which.
 	ErrInvalidArgument = errors.New("redlock: invalid argument")
 
 	// ErrClosed reports an operation on a Client after Close.

@@ -4,6 +4,7 @@
 package redlock
 
 import (
+	"strings"
 	"time"
 )
 
@@ -48,9 +49,20 @@ const memorySlack = time.Second
 // tag was first used there.
 func markerKey(key string, cluster bool) string {
 	if !cluster {
-		return "redlock:memory"
+		return plainMarkerKey
 	}
-	return inSlotOf(key, ":redlock-memory")
+	return inSlotOf(key, markerSuffix)
+}
+
+const (
+	plainMarkerKey = "redlock:memory"  // a plain master's marker
+	markerSuffix   = ":redlock-memory" // a cluster master's, after the key's hash tag
+)
+
+// ownKey reports whether key is a name the library uses for its own keys
+// (a memory marker, a fence counter): a lock on it would overwrite them.
+func ownKey(key string) bool {
+	return key == plainMarkerKey || strings.HasSuffix(key, markerSuffix) || strings.HasSuffix(key, fenceSuffix)
 }
 
 // memory is what a master reports of its memory with a vote.

@@ -226,6 +226,8 @@ func TestMultiRejectsBadInput(t *testing.T) {
 		{"no keys", bg, []string{}, time.Second},
 		{"an empty key", bg, []string{"a", ""}, time.Second},
 		{"a key twice", bg, []string{"a", "b", "a"}, time.Second},
+		{"the memory marker", bg, []string{"x", "redlock:memory"}, time.Second},
+		{"a fence counter", bg, []string{"x", "x:redlock-fence"}, time.Second},
 		{"nil ctx", nil, []string{"a", "b"}, time.Second},
 		{"zero ttl", bg, []string{"a", "b"}, 0},
 	} {

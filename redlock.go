@@ -287,6 +287,9 @@ func (c *Client) checkLock(ctx context.Context, key string, ttl time.Duration) (
 	if key == "" {
 		return 0, fmt.Errorf("%w: empty key", ErrInvalidArgument)
 	}
+	if ownKey(key) {
+		return 0, fmt.Errorf("%w: key %q is a name the library uses for its own keys (a memory marker or a fence counter)", ErrInvalidArgument, key)
+	}
 	return c.checkTTL(ttl)
 }
 

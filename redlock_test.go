@@ -95,6 +95,15 @@ func TestLockRejectsBadInput(t *testing.T) {
 		{"Lock empty key", func() error { _, err := c.Lock(bg, "", time.Second); return err }},
 		{"Lock zero ttl", func() error { _, err := c.Lock(bg, "k", 0); return err }},
 		{"Lock nil ctx", func() error { _, err := c.Lock(nilCtx, "k", time.Second); return err }},
+		// Names of the library's own keys: a lock would overwrite them (an
+		// adversary pass found the marker reset by a lock on its name).
+		{"TryLock of the memory marker", func() error { _, err := c.TryLock(bg, "redlock:memory", time.Second); return err }},
+		{"TryLock of a cluster marker", func() error { _, err := c.TryLock(bg, "{k}:redlock-memory", time.Second); return err }},
+		{"Lock of a fence counter", func() error { _, err := c.Lock(bg, "k:redlock-fence", time.Second); return err }},
+		{"Resume of the memory marker", func() error {
+			_, err := c.Resume(bg, "redlock:memory", "00000000-0000-4000-8000-000000000000", time.Second)
+			return err
+		}},
 		{"Extend zero ttl", func() error { return l.Extend(bg, 0) }},
 		{"Extend nil ctx", func() error { return l.Extend(nilCtx, time.Second) }},
 		{"Unlock nil ctx", func() error { return l.Unlock(nilCtx) }},

@@ -115,6 +115,21 @@ func (x *Hold) Releasing() {
 	x.mu.Unlock()
 }
 
+// ReleasingBy records that the holder stopped trusting the lock now, or at
+// end if that came first (the lock's validity end, which the holder learns
+// of a scheduling delay later): the window ends then, if it has not
+// already.
+func (x *Hold) ReleasingBy(end time.Time) {
+	x.mu.Lock()
+	if x.released.IsZero() {
+		x.released = time.Now()
+		if end.Before(x.released) {
+			x.released = end
+		}
+	}
+	x.mu.Unlock()
+}
+
 // End is the end of the window: the validity end or the release, whichever
 // came first.
 func (x *Hold) End() time.Time {

@@ -501,6 +501,13 @@ var mutants = []mutant{
 		killers: "TestFenceOfAMultiKeyLock",
 	},
 	{
+		name:    "lock-on-the-librarys-own-keys",
+		file:    "guard.go",
+		from:    "\treturn key == plainMarkerKey || strings.HasSuffix(key, markerSuffix) || strings.HasSuffix(key, fenceSuffix)",
+		to:      "\treturn false && strings.HasSuffix(key, markerSuffix)",
+		killers: "TestLockRejectsBadInput|TestMultiRejectsBadInput",
+	},
+	{
 		name:    "cluster-receiver-counts-trusted",
 		file:    "node.go",
 		from:    "\tcase v[1] > 0 && n.isCluster():",
