@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/redis/go-redis/v9"
 )
 
 // attempt is one acquisition round (Redlock spec, steps 1–4).
@@ -61,7 +60,7 @@ func (a *acquireRound) start(ctx context.Context, t *nodeTask) bool {
 	return true
 }
 
-func (a *acquireRound) reply(t *nodeTask, cmd *redis.Cmd) (ballot, error) {
+func (a *acquireRound) reply(t *nodeTask, cmd reply) (ballot, error) {
 	b, err := t.n.acquireReply(cmd, t.known)
 	return a.acquired(t.n, b, err)
 }

@@ -49,7 +49,7 @@ func newNodes(clients []redis.UniversalClient) ([]*node, error) {
 			return nil, fmt.Errorf("%w: node %d is nil", ErrInvalidArgument, i)
 		}
 		name, marks := describe(i, c)
-		nodes[i] = &node{index: i, addr: name, client: c}
+		nodes[i] = &node{index: i, addr: name, client: c, conn: goRedis{c}}
 		for _, m := range marks {
 			if j, dup := seen[m.key]; dup && j != i {
 				return nil, sameServer(nodes[j], nodes[i], m.server)

@@ -18,7 +18,8 @@ import (
 type node struct {
 	index  int
 	addr   string // for messages; "node[i]" when the client does not expose one
-	client redis.UniversalClient
+	client redis.UniversalClient       // for New's checks (identity.go) and batching (pipe.go)
+	conn   conn                        // what the lock logic uses (conn.go)
 	pipe   *pipe                       // nil: batching is off, each request is its own command
 	known  atomic.Pointer[knownMemory] // the master's memory as last learned (guard.go)
 
@@ -69,7 +70,7 @@ func (n *node) acquireCmd(a *roundArgs, k *knownMemory) []any {
 
 // acquireReply reads the acquire script's reply to a request that told the
 // master k.
-func (n *node) acquireReply(cmd *redis.Cmd, k *knownMemory) (ballot, error) {
+func (n *node) acquireReply(cmd reply, k *knownMemory) (ballot, error) {
 	vote, mem, err := n.replyBallot(cmd, k, "acquire")
 	if err != nil {
 		return ballot{}, err
@@ -84,7 +85,7 @@ func (n *node) acquireReply(cmd *redis.Cmd, k *knownMemory) (ballot, error) {
 // its pipe when batching is on. send, when not nil, is asked just before
 // the request goes out; when it says no, nothing is sent and the error is
 // errNotSent.
-func (n *node) eval(ctx context.Context, send sendCheck, args []any) *redis.Cmd {
+func (n *node) eval(ctx context.Context, send sendCheck, args []any) reply {
 	if n.pipe != nil {
 		return n.pipe.do(ctx, send, args)
 	}
@@ -93,7 +94,7 @@ func (n *node) eval(ctx context.Context, send sendCheck, args []any) *redis.Cmd 
 		cmd.SetErr(errNotSent)
 		return cmd
 	}
-	return runScript(ctx, n.client, args)
+	return n.conn.script(ctx, args)
 }
 
 // runScript sends a script command alone, and again as EVAL when the
@@ -114,7 +115,7 @@ func runScript(ctx context.Context, c redis.UniversalClient, args []any) *redis.
 // replyBallot reads a voting script's reply (lua/memory.lua's ballot): the
 // array {vote, age, longest, born}, or, for the memory k that the request
 // told the script the Client knows, the integer vote + 4·longest.
-func (n *node) replyBallot(cmd *redis.Cmd, k *knownMemory, script string) (vote int64, mem memory, err error) {
+func (n *node) replyBallot(cmd reply, k *knownMemory, script string) (vote int64, mem memory, err error) {
 	if err := cmd.Err(); err != nil {
 		return 0, memory{}, err
 	}
@@ -132,7 +133,7 @@ func (n *node) replyBallot(cmd *redis.Cmd, k *knownMemory, script string) (vote 
 }
 
 // replyInts reads a script's reply, an array of len(v) integers, into v.
-func replyInts(cmd *redis.Cmd, v []int64, script string) error {
+func replyInts(cmd reply, v []int64, script string) error {
 	vals, err := cmd.Slice()
 	if err != nil {
 		return err
@@ -225,7 +226,7 @@ func (n *node) releaseCmd(a *roundArgs) []any {
 }
 
 // releaseReply reads the release script's reply.
-func (n *node) releaseReply(cmd *redis.Cmd) (deleted bool, receivers int64, err error) {
+func (n *node) releaseReply(cmd reply) (deleted bool, receivers int64, err error) {
 	v, err := cmd.Int64()
 	if err != nil {
 		return false, 0, err
@@ -335,7 +336,4 @@ func (n *node) fence(ctx context.Context, keys []string, token string, raise uin
 
 // isCluster reports whether the node is a Redis Cluster, whose scripts may
 // only touch keys of one hash slot.
-func (n *node) isCluster() bool {
-	_, ok := n.client.(*redis.ClusterClient)
-	return ok
-}
+func (n *node) isCluster() bool { return n.conn.cluster() }

@@ -119,14 +119,14 @@ func (c *Client) fanOut(ctx context.Context, op, key string, dl roundDeadline, s
 type asyncOp interface {
 	call(ctx context.Context, n *node) (ballot, error)
 	start(ctx context.Context, t *nodeTask) bool
-	reply(t *nodeTask, cmd *redis.Cmd) (ballot, error)
+	reply(t *nodeTask, cmd reply) (ballot, error)
 }
 
 // A nodeCall is an asyncOp that never starts: it always blocks, on a
 // worker.
 func (f nodeCall) call(ctx context.Context, n *node) (ballot, error) { return f(ctx, n) }
 func (nodeCall) start(context.Context, *nodeTask) bool               { return false }
-func (nodeCall) reply(*nodeTask, *redis.Cmd) (ballot, error) {
+func (nodeCall) reply(*nodeTask, reply) (ballot, error) {
 	panic("redlock: a nodeCall's request is never started")
 }
 

@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // Unlock releases the lock: it deletes the key on every node where it still
@@ -187,7 +185,7 @@ func (rr *releaseRound) start(ctx context.Context, t *nodeTask) bool {
 	return true
 }
 
-func (rr *releaseRound) reply(t *nodeTask, cmd *redis.Cmd) (ballot, error) {
+func (rr *releaseRound) reply(t *nodeTask, cmd reply) (ballot, error) {
 	deleted, receivers, err := t.n.releaseReply(cmd)
 	maxInto(&rr.heard, receivers)
 	return ballot{yes: deleted}, err

@@ -8,8 +8,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // Notices. Each node announces, on the key's notice channel, every lock
@@ -44,7 +42,7 @@ const subscriptionLinger = time.Second
 
 // waker delivers notices to the Client's waiters.
 type waker struct {
-	nodes []redis.UniversalClient // the masters, in the Client's order
+	nodes []conn // the masters, in the Client's order
 	cfg   wakerConfig
 	wg    sync.WaitGroup // its goroutines, which live until close
 
@@ -79,7 +77,7 @@ type wakerConfig struct {
 func newWaker(nodes []*node, cfg wakerConfig) *waker {
 	w := &waker{cfg: cfg}
 	for _, n := range nodes {
-		w.nodes = append(w.nodes, n.client)
+		w.nodes = append(w.nodes, n.conn)
 	}
 	return w
 }
@@ -88,7 +86,7 @@ func newWaker(nodes []*node, cfg wakerConfig) *waker {
 // SUBSCRIBE/UNSUBSCRIBE calls its goroutine sends in order.
 type nodeSub struct {
 	index   int
-	ps      *redis.PubSub
+	ps      subscription
 	mu      sync.Mutex
 	pending []subOp
 	kick    chan struct{}
@@ -194,7 +192,7 @@ func (w *waker) noteReleased(key, token string) {
 // its subscription calls. Called with w.mu held.
 func (w *waker) start() {
 	for i, n := range w.nodes {
-		s := &nodeSub{index: i, ps: n.Subscribe(context.Background()), kick: make(chan struct{}, 1)}
+		s := &nodeSub{index: i, ps: n.subscribe(), kick: make(chan struct{}, 1)}
 		w.subs = append(w.subs, s)
 		w.wg.Add(2)
 		go func() {
@@ -233,12 +231,12 @@ func (w *waker) send(s *nodeSub) {
 		for _, op := range ops {
 			ctx, cancel := context.WithTimeout(context.Background(), w.cfg.subscribeTimeout)
 			if op.subscribe {
-				err := s.ps.Subscribe(ctx, op.channel)
+				err := s.ps.subscribe(ctx, op.channel)
 				if w.cfg.subscribeRefused != nil && isNoPerm(err) {
 					w.cfg.subscribeRefused(s.index, err)
 				}
 			} else {
-				_ = s.ps.Unsubscribe(ctx, op.channel)
+				_ = s.ps.unsubscribe(ctx, op.channel)
 			}
 			cancel()
 		}
@@ -248,25 +246,23 @@ func (w *waker) send(s *nodeSub) {
 // receive folds node s's notices, and the confirmations of its
 // subscriptions, into the watches, until the PubSub is closed.
 func (w *waker) receive(s *nodeSub) {
-	for m := range s.ps.ChannelWithSubscriptions() {
-		switch m := m.(type) {
-		case *redis.Subscription:
-			w.confirmed(s.index, m)
-		case *redis.Message:
-			w.notice(s.index, m)
+	s.ps.run(func(e subEvent) {
+		if e.kind == subMessage {
+			w.notice(s.index, e.channel, e.payload)
+		} else {
+			w.confirmed(s.index, e.channel, e.kind == subConfirmed)
 		}
-	}
+	})
 }
 
 // confirmed records that node confirmed a subscription, or its end; once a
 // majority confirmed, the key's waiters are woken (they may announce
 // themselves: wants.go).
-func (w *waker) confirmed(node int, m *redis.Subscription) {
-	key, ok := strings.CutPrefix(m.Channel, noticePrefix)
+func (w *waker) confirmed(node int, channel string, on bool) {
+	key, ok := strings.CutPrefix(channel, noticePrefix)
 	if !ok {
 		return
 	}
-	on := m.Kind == "subscribe"
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	kw := w.keys[key]
@@ -290,12 +286,12 @@ func (w *waker) confirmed(node int, m *redis.Subscription) {
 }
 
 // notice folds one notice of node into its key's watch.
-func (w *waker) notice(node int, msg *redis.Message) {
-	key, ok := strings.CutPrefix(msg.Channel, noticePrefix)
+func (w *waker) notice(node int, channel, payload string) {
+	key, ok := strings.CutPrefix(channel, noticePrefix)
 	if !ok {
 		return
 	}
-	kind, client, token, n, ok := parseNotice(msg.Payload)
+	kind, client, token, n, ok := parseNotice(payload)
 	if !ok {
 		return
 	}
@@ -354,7 +350,7 @@ func (w *waker) close() {
 	// a hung master holds for the driver's read timeout, and the Client's
 	// waiters, returning ErrClosed meanwhile, need w.mu to let go.
 	for _, s := range subs {
-		_ = s.ps.Close()
+		_ = s.ps.close()
 	}
 	w.wg.Wait()
 }
