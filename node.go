@@ -17,7 +17,7 @@ import (
 // node is one independent Redis master.
 type node struct {
 	index  int
-	addr   string // for messages; "node[i]" when the client does not expose one
+	addr   string                      // for messages; "node[i]" when the client does not expose one
 	client redis.UniversalClient       // for New's checks (identity.go) and batching (pipe.go)
 	conn   conn                        // what the lock logic uses (conn.go)
 	pipe   *pipe                       // nil: batching is off, each request is its own command
