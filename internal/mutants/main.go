@@ -508,6 +508,13 @@ var mutants = []mutant{
 		killers: "TestLockRejectsBadInput|TestMultiRejectsBadInput",
 	},
 	{
+		name:    "a-node-bypasses-its-adapter",
+		file:    "node.go",
+		from:    "\treturn n.conn.script(ctx, args)",
+		to:      "\treturn runScript(ctx, n.client, args)",
+		killers: "TestEveryCallThroughAnotherClientsAdapter",
+	},
+	{
 		name:    "cluster-receiver-counts-trusted",
 		file:    "node.go",
 		from:    "\tcase v[1] > 0 && n.isCluster():",
