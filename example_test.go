@@ -213,3 +213,25 @@ func ExampleClient_Inspect() {
 	// Output:
 	// 5 of 5 answered; held by this lock on a majority: true; TTL left ≤ 1m: true
 }
+
+// LockMulti holds several keys as one lock: all of them, or none.
+func ExampleClient_LockMulti() {
+	nodes, stop := fiveMasters()
+	defer stop()
+	c, _ := redlock.New(nodes)
+	defer c.Close()
+	ctx := context.Background()
+
+	l, err := c.LockMulti(ctx, []string{"account:1", "account:2"}, 10*time.Second)
+	if err != nil {
+		fmt.Println("lock:", err)
+		return
+	}
+	_, err = c.TryLock(ctx, "account:2", time.Second)
+	fmt.Println("account:2 alone while both are held:", errors.Is(err, redlock.ErrNotObtained))
+	fmt.Println("keys:", l.Keys())
+	_ = l.Unlock(ctx) // releases both
+	// Output:
+	// account:2 alone while both are held: true
+	// keys: [account:1 account:2]
+}
