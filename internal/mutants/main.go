@@ -55,7 +55,7 @@ var mutants = []mutant{
 	{
 		name:    "straggler-release-skipped",
 		file:    "acquire.go",
-		from:    "	if l.holds[n.index].finish(b.yes, err) {\n		l.c.releaseNode(n, l.key, l.token, a.ttl)\n	}",
+		from:    "	if l.holds[n.index].finish(b.yes, err) {\n		l.releaseNode(n, a.ttl)\n	}",
 		to:      "	l.holds[n.index].finish(b.yes, err)",
 		killers: "TestLateReplyAfterFailedAttemptIsReleased|TestLateReplyAfterUnlockIsReleased",
 	},
