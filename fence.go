@@ -186,15 +186,24 @@ func fenceKey(key string, cluster bool) string {
 }
 
 // inSlotOf names a key of the library's, key + suffix, in key's hash slot,
-// as a script on a Redis Cluster master needs: key + suffix is when key has
-// a hash tag, and otherwise key becomes the tag. A key with a '}' but no
-// hash tag gets key + suffix too, in another slot: its script then fails
-// on a Cluster master (CROSSSLOT); give such keys a hash tag.
+// as a script on a Redis Cluster master needs: key + suffix when key has a
+// hash tag, and otherwise key becomes the tag. A key with a '}' but no hash
+// tag has no such name (braces around it make another tag), so it is
+// refused where a vote is a cluster (slotless); it gets key + suffix here,
+// for plain masters, where slots do not matter.
 func inSlotOf(key, suffix string) string {
 	if hasHashTag(key) || strings.Contains(key, "}") {
 		return key + suffix
 	}
 	return "{" + key + "}" + suffix
+}
+
+// slotless reports whether key's library keys (its memory marker, its fence
+// counter) cannot share its hash slot on a Redis Cluster master: it has a
+// '}' but no hash tag. (The marker is read undeclared, so in another slot
+// its read would fail quietly, and the restart guard be off for the key.)
+func slotless(key string) bool {
+	return !hasHashTag(key) && strings.Contains(key, "}")
 }
 
 // hasHashTag reports whether Redis Cluster hashes only part of key: a '{'

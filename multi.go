@@ -78,8 +78,8 @@ func (c *Client) checkMulti(ctx context.Context, keys []string, ttl time.Duratio
 		if k == "" {
 			return nil, 0, fmt.Errorf("%w: empty key in %q", ErrInvalidArgument, keys)
 		}
-		if ownKey(k) {
-			return nil, 0, fmt.Errorf("%w: key %q is a name the library uses for its own keys (a memory marker or a fence counter)", ErrInvalidArgument, k)
+		if err := c.checkKey(k); err != nil {
+			return nil, 0, err
 		}
 		if seen[k] {
 			return nil, 0, fmt.Errorf("%w: key %q given twice", ErrInvalidArgument, k)

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,6 +33,8 @@ type Client struct {
 	closing chan struct{}  // closed by Close: waiting Lock calls return
 	bg      sync.WaitGroup // goroutines still talking to nodes
 	workers *workers       // run the calls to the nodes (workers.go)
+
+	anyCluster bool // a vote is a Redis Cluster: keys must share a slot with the library's keys (checkKey)
 
 	id    string       // tells this Client's notices from others'
 	turns *turns[Lock] // per-key FIFO of this Client's waiters
@@ -91,6 +94,17 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 		id:      uuid.NewString(),
 		closing: make(chan struct{}),
 	}
+	for _, n := range ns {
+		c.anyCluster = c.anyCluster || n.isCluster()
+		if _, ring := n.client.(*redis.Ring); ring {
+			// A Ring shards pub/sub channels by name, apart from the keys
+			// whose scripts publish: its votes cannot carry notices (and
+			// go-redis refuses a Ring subscription without a channel).
+			// Notices off: waiters poll, and a Client never hands a key to
+			// its own waiters past another Client's (WithoutNotices).
+			c.cfg.noNotices = true
+		}
+	}
 	c.workers = newWorkers()
 	var noticed func(int, string, string, bool)
 	var subscribeRefused func(int, error)
@@ -117,7 +131,7 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 		linger:           cfg.linger(),
 		subscribeTimeout: cfg.subscribeTimeout(),
 		maxDelay:         cfg.retryMax,
-		off:              cfg.noNotices,
+		off:              c.cfg.noNotices,
 		lateHandOff:      c.lateHandOff,
 		noticed:          noticed,
 		subscribeRefused: subscribeRefused,
@@ -287,10 +301,23 @@ func (c *Client) checkLock(ctx context.Context, key string, ttl time.Duration) (
 	if key == "" {
 		return 0, fmt.Errorf("%w: empty key", ErrInvalidArgument)
 	}
-	if ownKey(key) {
-		return 0, fmt.Errorf("%w: key %q is a name the library uses for its own keys (a memory marker or a fence counter)", ErrInvalidArgument, key)
+	if err := c.checkKey(key); err != nil {
+		return 0, err
 	}
 	return c.checkTTL(ttl)
+}
+
+// checkKey refuses a key named like the library's own keys, and, where a
+// vote is a Redis Cluster, a key whose library keys cannot share its slot.
+func (c *Client) checkKey(key string) error {
+	if ownKey(key) {
+		return fmt.Errorf("%w: key %q is a name the library uses for its own keys (a memory marker or a fence counter)", ErrInvalidArgument, key)
+	}
+	if c.anyCluster && slotless(key) {
+		return fmt.Errorf("%w: key %q has a '}' but no hash tag, so on a Redis Cluster vote the library's keys for it "+
+			"(memory marker, fence counter) cannot share its slot: give it a hash tag, such as {%s}", ErrInvalidArgument, key, strings.ReplaceAll(key, "}", ""))
+	}
+	return nil
 }
 
 func (c *Client) checkTTL(ttl time.Duration) (time.Duration, error) {

@@ -515,6 +515,20 @@ var mutants = []mutant{
 		killers: "TestEveryCallThroughAnotherClientsAdapter",
 	},
 	{
+		name:    "ring-votes-keep-notices",
+		file:    "redlock.go",
+		from:    "\t\t\tc.cfg.noNotices = true\n",
+		to:      "\n",
+		killers: "TestRingVotesWaitWithoutNotices",
+	},
+	{
+		name:    "cluster-key-without-a-slot-accepted",
+		file:    "redlock.go",
+		from:    "\tif c.anyCluster && slotless(key) {",
+		to:      "\tif false && slotless(key) {",
+		killers: "TestClusterVotes/keys_whose",
+	},
+	{
 		name:    "cluster-receiver-counts-trusted",
 		file:    "node.go",
 		from:    "\tcase v[1] > 0 && n.isCluster():",
