@@ -182,11 +182,7 @@ func shardFails(t *testing.T, cl *redistest.Cluster, nodes []redis.UniversalClie
 			t.Fatal(err)
 		}
 	}
-	l, err := c.TryLock(bg, key, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	settle(c)
+	l := mustLock(t, c, key, time.Minute)
 	cl.Masters[shardOf(hashSlot(key), shards)].Kill()
 	if err := l.Extend(bg, time.Minute); err != nil {
 		t.Fatalf("Extend with the key's shard dead in one vote: %v", err)

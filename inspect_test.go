@@ -14,11 +14,7 @@ import (
 func TestInspectReportsHoldersAndTTLs(t *testing.T) {
 	r := startReal(t, 5)
 	c := r.client()
-	l, err := c.TryLock(bg, "k", 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	settle(c)
+	l := mustLock(t, c, "k", 10*time.Second)
 	if err := r.admin[4].Del(bg, "k").Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -81,11 +77,7 @@ func TestInspectReportsHoldersAndTTLs(t *testing.T) {
 func TestHeldIsFalseAfterUntilWhateverTheMastersSay(t *testing.T) {
 	r := startReal(t, 5)
 	c := r.client()
-	l, err := c.TryLock(bg, "k", scaled(200*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	settle(c)
+	l := mustLock(t, c, "k", scaled(200*time.Millisecond))
 	for _, a := range r.admin {
 		a.PExpire(bg, "k", time.Minute) // where the key still lives
 	}

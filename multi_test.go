@@ -20,11 +20,7 @@ import (
 func TestTryLockMultiTakesAllOrNone(t *testing.T) {
 	r := startReal(t, 5)
 	c := r.client()
-	other, err := c.TryLock(bg, "b", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	settle(c)
+	other := mustLock(t, c, "b", time.Minute)
 	keys := []string{"a", "b", "c"}
 	if _, err := c.TryLockMulti(bg, keys, time.Minute); !errors.Is(err, ErrNotObtained) || !errors.Is(err, ErrNodeRefused) {
 		t.Fatalf("TryLockMulti with b held = %v, want ErrNotObtained with the masters' refusals", err)

@@ -69,13 +69,9 @@ func TestResumeOfATokenThatDoesNotHoldTheKeyChangesNothing(t *testing.T) {
 	r := startReal(t, 5)
 	c := r.client()
 
-	holder, err := c.TryLock(bg, "held", 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	settle(c)
+	holder := mustLock(t, c, "held", 10*time.Second)
 	stranger := uuid.NewString()
-	_, err = c.Resume(bg, "held", stranger, time.Minute)
+	_, err := c.Resume(bg, "held", stranger, time.Minute)
 	var qe *QuorumError
 	if !errors.Is(err, ErrNotHeld) || !errors.As(err, &qe) || !errors.Is(err, ErrNodeRefused) {
 		t.Fatalf("Resume with another's token = %v, want ErrNotHeld with the masters' refusals", err)
@@ -146,11 +142,7 @@ func TestResumeOfATokenThatDoesNotHoldTheKeyChangesNothing(t *testing.T) {
 func TestFailedResumeLeavesNoLongerKey(t *testing.T) {
 	r := startReal(t, 5)
 	c := r.client()
-	l, err := c.TryLock(bg, "k", 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	settle(c)
+	l := mustLock(t, c, "k", 10*time.Second)
 	for i := range 3 { // as if three masters lost it
 		if err := r.admin[i].Del(bg, "k").Err(); err != nil {
 			t.Fatal(err)

@@ -96,11 +96,7 @@ func TestSentinelVotesKeepALockThroughAFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	l, err := c.TryLock(bg, "k", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	settle(c)
+	l := mustLock(t, c, "k", time.Minute)
 
 	votes[0].failover(t)
 	if v, err := votes[0].replica.Client(nil).Get(bg, "k").Result(); err != nil || v != l.Token() {
