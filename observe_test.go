@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -310,8 +311,21 @@ func TestObserverUnderContention(t *testing.T) {
 	}
 
 	// B's waiter gets the lock straight from A's Unlock: a remote hand-off.
+	// A must know the new waiter's want, not the one the timed-out Lock
+	// withdrew: under -race that withdrawal can still be on its way, and an
+	// Unlock between the two finds no want (a CI rehearsal saw it).
+	withdrawn := wantsOf(a, key)
 	res := tryLockAsync(b, key, 10*time.Second)
-	wantKnown(t, a, key, 1)
+	within(t, scaled(5*time.Second), "the new want", func() bool {
+		for {
+			for _, w := range wantsOf(a, key) {
+				if !slices.Contains(withdrawn, w) {
+					return true
+				}
+			}
+			time.Sleep(time.Millisecond) // the waker has no signal for tests
+		}
+	})
 	if err := la.Unlock(bg); err != nil {
 		t.Fatal(err)
 	}
