@@ -77,7 +77,8 @@ type scenario struct {
 	key   string
 }
 
-func newScenario(t *testing.T, cl *chaos.Cluster, nodes []redis.UniversalClient) *scenario {
+// chaosSeed is a random seed, or REDLOCK_CHAOS_SEED's, logged for replay.
+func chaosSeed(t *testing.T) uint64 {
 	seed := rand.Uint64()
 	if v := os.Getenv("REDLOCK_CHAOS_SEED"); v != "" {
 		var err error
@@ -86,6 +87,11 @@ func newScenario(t *testing.T, cl *chaos.Cluster, nodes []redis.UniversalClient)
 		}
 	}
 	t.Logf("seed %d (replay with REDLOCK_CHAOS_SEED=%d)", seed, seed)
+	return seed
+}
+
+func newScenario(t *testing.T, cl *chaos.Cluster, nodes []redis.UniversalClient) *scenario {
+	seed := chaosSeed(t)
 	s := &scenario{
 		t: t, cl: cl, nodes: nodes, hist: chaos.NewHistory(),
 		seed: seed, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),

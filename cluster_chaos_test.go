@@ -6,8 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -29,14 +27,7 @@ func TestClusterVotesUnderRandomFaults(t *testing.T) {
 	if *clusterChaos == 0 {
 		t.Skip("off by default: -args -chaos.cluster=60s")
 	}
-	seed := rand.Uint64()
-	if v := os.Getenv("REDLOCK_CHAOS_SEED"); v != "" {
-		var err error
-		if seed, err = strconv.ParseUint(v, 10, 64); err != nil {
-			t.Fatalf("REDLOCK_CHAOS_SEED: %v", err)
-		}
-	}
-	t.Logf("seed %d (replay with REDLOCK_CHAOS_SEED=%d)", seed, seed)
+	seed := chaosSeed(t)
 	clusters, nodes := clusterVotes(t, 3, 3)
 	keys := []string{"{o}:stock", "{o}:invoice", "job:1", "job:2"}
 	for _, n := range nodes { // a deployment that has run a while (guard.go)

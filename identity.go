@@ -49,7 +49,8 @@ func newNodes(clients []redis.UniversalClient) ([]*node, error) {
 			return nil, fmt.Errorf("%w: node %d is nil", ErrInvalidArgument, i)
 		}
 		name, marks := describe(i, c)
-		nodes[i] = &node{index: i, addr: name, client: c, conn: goRedis{c}}
+		conn := goRedis{c}
+		nodes[i] = &node{index: i, addr: name, client: c, conn: conn, inSlot: conn.cluster()}
 		for _, m := range marks {
 			if j, dup := seen[m.key]; dup && j != i {
 				return nil, sameServer(nodes[j], nodes[i], m.server)

@@ -86,18 +86,14 @@ func (c *Client) checkMulti(ctx context.Context, keys []string, ttl time.Duratio
 		}
 		seen[k] = true
 	}
-	for _, n := range c.nodes {
-		if !n.isCluster() {
-			continue
-		}
+	if c.anyCluster {
 		for _, k := range keys[1:] {
 			if a, b := hashSlot(keys[0]), hashSlot(k); a != b {
-				return nil, 0, fmt.Errorf("%w: keys %q and %q are in different hash slots (%d, %d) of the Redis Cluster %s, "+
-					"and a script may only touch one: give them a common hash tag, such as {%s}:a and {%s}:b",
-					ErrInvalidArgument, keys[0], k, a, b, n.addr, keys[0], keys[0])
+				return nil, 0, fmt.Errorf("%w: keys %q and %q are in different hash slots (%d, %d), and on a Redis Cluster vote "+
+					"a script may only touch one: give them a common hash tag, such as {%s}:a and {%s}:b",
+					ErrInvalidArgument, keys[0], k, a, b, keys[0], keys[0])
 			}
 		}
-		break
 	}
 	ttl, err := c.checkLock(ctx, keys[0], ttl)
 	if err != nil {

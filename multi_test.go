@@ -291,6 +291,41 @@ func TestDoMultiHoldsEveryKeyWhileFnRuns(t *testing.T) {
 	}
 }
 
+// DoMulti's fn learns that the lock is lost when one of its keys is lost
+// on a majority (its watchdog's Extend needs every key): fn's context ends
+// with ErrLockLost, DoMulti reports it, and no key is left behind.
+func TestDoMultiLosesTheLockWithOneOfItsKeys(t *testing.T) {
+	r := startReal(t, 5)
+	c := r.client()
+	ttl := scaled(300 * time.Millisecond)
+	err := c.DoMulti(bg, []string{"a", "b"}, ttl, func(ctx context.Context) error {
+		settle(c)
+		for i := range 3 { // as if three masters lost b
+			if err := r.admin[i].Del(bg, "b").Err(); err != nil {
+				return err
+			}
+		}
+		select {
+		case <-ctx.Done():
+			if !errors.Is(context.Cause(ctx), ErrLockLost) {
+				return fmt.Errorf("fn's ctx ended with %w, want ErrLockLost", context.Cause(ctx))
+			}
+			return nil
+		case <-time.After(3 * ttl):
+			return errors.New("fn's ctx still open three TTLs after b was lost on a majority")
+		}
+	})
+	if !errors.Is(err, ErrLockLost) {
+		t.Fatalf("DoMulti with b lost on a majority = %v, want ErrLockLost", err)
+	}
+	settle(c)
+	for _, k := range []string{"a", "b"} {
+		if vs := r.values(k); strings.Join(vs, "") != "" {
+			t.Fatalf("%s left after the lost DoMulti: %q", k, vs)
+		}
+	}
+}
+
 // A multi-key lock's fence is above every earlier holder's fence of any
 // of its keys, and every later holder of any of them draws above it.
 func TestFenceOfAMultiKeyLock(t *testing.T) {

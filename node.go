@@ -20,6 +20,7 @@ type node struct {
 	addr   string                      // for messages; "node[i]" when the client does not expose one
 	client redis.UniversalClient       // for New's checks (identity.go) and batching (pipe.go)
 	conn   conn                        // what the lock logic uses (conn.go)
+	inSlot bool                        // conn.cluster(), asked once: scripts on it touch one hash slot
 	pipe   *pipe                       // nil: batching is off, each request is its own command
 	known  atomic.Pointer[knownMemory] // the master's memory as last learned (guard.go)
 
@@ -336,4 +337,4 @@ func (n *node) fence(ctx context.Context, keys []string, token string, raise uin
 
 // isCluster reports whether the node is a Redis Cluster, whose scripts may
 // only touch keys of one hash slot.
-func (n *node) isCluster() bool { return n.conn.cluster() }
+func (n *node) isCluster() bool { return n.inSlot }

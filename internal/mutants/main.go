@@ -456,7 +456,7 @@ var mutants = []mutant{
 		file:    "lua/extend_multi.lua",
 		from:    "  if not ours(redis.pcall('GET', KEYS[i]), ARGV[1]) then\n    return ballot(0, age, longest, born)\n  end\n",
 		to:      "",
-		killers: "TestExtendMultiNeedsEveryKey",
+		killers: "TestExtendMultiNeedsEveryKey|TestDoMultiLosesTheLockWithOneOfItsKeys",
 	},
 	{
 		name:    "multi-waiter-hears-its-first-key-only",
