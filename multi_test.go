@@ -299,7 +299,14 @@ func TestDoMultiLosesTheLockWithOneOfItsKeys(t *testing.T) {
 	c := r.client()
 	ttl := scaled(300 * time.Millisecond)
 	err := c.DoMulti(bg, []string{"a", "b"}, ttl, func(ctx context.Context) error {
-		settle(c)
+		// Not settle: the watchdog registers in the Client's WaitGroup
+		// meanwhile. The SETs the majority did not wait for land first.
+		token := LockFromContext(ctx).Token()
+		for bound := time.Now().Add(ttl); r.count("b", token) < 5; time.Sleep(time.Millisecond) {
+			if time.Now().After(bound) {
+				return fmt.Errorf("b never held the token on every master: %q", r.values("b"))
+			}
+		}
 		for i := range 3 { // as if three masters lost b
 			if err := r.admin[i].Del(bg, "b").Err(); err != nil {
 				return err
