@@ -330,7 +330,12 @@ func (n *node) fence(ctx context.Context, keys []string, token string, raise uin
 	}
 	v, err := strconv.ParseUint(s, 10, 64)
 	if err != nil || v == 0 {
-		return 0, fmt.Errorf("redlock: fence counter of %q is %q, not a positive integer", key, s)
+		// Not naming the key: a master's error is logged as it is, and keys
+		// appear in logs only where the user opted in (WithKeyAttributes).
+		if len(s) > 24 {
+			s = s[:24] + "…"
+		}
+		return 0, fmt.Errorf("redlock: the lock's fence counter is %q, not a positive integer", s)
 	}
 	return v, nil
 }

@@ -38,8 +38,11 @@ import (
 // key as a metric label (its cardinality is unbounded). No event carries a
 // lock's token: a token is a capability (see Lock.Token).
 type Observer struct {
-	// Start is called as TryLock, Lock, Do, Extend and Unlock begin; op is
-	// "TryLock", "Lock", "Do", "Extend" or "Unlock". The context it returns
+	// Start is called as TryLock, Lock, Do, Extend and Unlock begin, and
+	// the calls made of them (TryLockMulti, LockMulti, DoMulti, Resume);
+	// op is "TryLock", "Lock", "Do", "Extend", "Unlock", "TryLockMulti",
+	// "LockMulti" or "Resume", and for a multi-key call key is its keys
+	// joined by commas. The context it returns
 	// is the one the call then works with, and the one its events carry
 	// in Ctx, so that a tracer can start a span here and end it in the
 	// call's last event (Acquire, Extend, Release or DoEnd). It must return
@@ -98,7 +101,7 @@ type Observer struct {
 // A RoundEvent is one decided round.
 type RoundEvent struct {
 	Ctx     context.Context
-	Op      string // "lock", "extend", "unlock" or "hand-off", as in QuorumError
+	Op      string // "lock", "extend", "unlock", "hand-off", "fence" or "resume", as in QuorumError
 	Key     string
 	Votes   int           // yes votes counted when it was decided
 	Quorum  int           // yes votes needed
@@ -147,7 +150,7 @@ func (o NodeOutcome) String() string {
 // A NodeReplyEvent is one request's outcome on one master.
 type NodeReplyEvent struct {
 	Ctx     context.Context
-	Op      string // the round's: "lock", "extend", "unlock" or "hand-off"
+	Op      string // the round's: as in RoundEvent
 	Key     string
 	Node    int
 	Addr    string
@@ -156,7 +159,9 @@ type NodeReplyEvent struct {
 	Err     error
 }
 
-// A NodeStateEvent is a master starting to fail, or answering again.
+// A NodeStateEvent is a master starting to fail, or answering again: a
+// yes, or a refusal of any request but a release (a master at maxmemory
+// refuses every grant, yet answers releases).
 type NodeStateEvent struct {
 	Node    int
 	Addr    string
@@ -189,7 +194,7 @@ func (o AcquireOutcome) String() string {
 // An AcquireEvent is TryLock or Lock returning.
 type AcquireEvent struct {
 	Ctx     context.Context
-	Op      string // "TryLock" or "Lock"
+	Op      string // "TryLock", "Lock", "TryLockMulti", "LockMulti" or "Resume"
 	Key     string
 	Wait    time.Duration // from the call to its return
 	Outcome AcquireOutcome
@@ -469,16 +474,23 @@ func (t *nodeTask) observeReply(b ballot, err error, at time.Time) {
 	if o.NodeReply != nil {
 		o.NodeReply(NodeReplyEvent{Ctx: rc.caller, Op: rc.op, Key: rc.key, Node: t.n.index, Addr: t.n.addr, Outcome: out, Latency: at.Sub(rc.start), Err: err})
 	}
-	t.n.observeState(o, out, err)
+	t.n.observeState(o, rc.op, out, err)
 }
 
-// observeState reports a change of n's state that outcome makes.
-func (n *node) observeState(o *Observer, out NodeOutcome, err error) {
+// observeState reports a change of n's state that outcome of a request of
+// op makes.
+func (n *node) observeState(o *Observer, op string, out NodeOutcome, err error) {
 	var failing bool
 	switch out {
 	case NodeTimeout, NodeFailed:
 		failing = true
 	case NodeYes, NodeRefused:
+		if op == "unlock" {
+			// A release's answer shows no recovery: a master at maxmemory
+			// refuses every grant but still deletes, and says "not ours"
+			// where it set nothing; counted, it would flap on every lock.
+			return
+		}
 		err = nil
 	default:
 		return
@@ -521,9 +533,19 @@ func (c *Client) observeRound(caller context.Context, r *round) {
 		return
 	}
 	if o.Quarantine != nil {
+		out := make([]bool, len(c.nodes))
 		for _, ne := range r.failed {
-			if errors.Is(ne.Err, ErrNodeQuarantined) && c.nodes[ne.Node].health.quarantined.CompareAndSwap(false, true) {
-				o.Quarantine(QuarantineEvent{Ctx: caller, Op: r.op, Key: r.key, Node: ne.Node, Addr: ne.Addr})
+			if errors.Is(ne.Err, ErrNodeQuarantined) {
+				out[ne.Node] = true
+				if c.nodes[ne.Node].health.quarantined.CompareAndSwap(false, true) {
+					o.Quarantine(QuarantineEvent{Ctx: caller, Op: r.op, Key: r.key, Node: ne.Node, Addr: ne.Addr})
+				}
+			}
+		}
+		// A yes counted again ends the quarantine: the next one is news.
+		for _, a := range r.obs.answers {
+			if a.yes && !out[a.node] {
+				c.nodes[a.node].health.quarantined.Store(false)
 			}
 		}
 	}

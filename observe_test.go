@@ -476,11 +476,24 @@ func TestLogNamesNoKeyInErrors(t *testing.T) {
 		t.Fatal("Do on a held key ran")
 	}
 	_ = l.Unlock(bg)
+	// A master's own error (a fence counter another hand left at -5) goes
+	// into the log as it is: it must not name the key either.
+	if err := r.admin[0].Set(bg, fenceKey(key, false), "-5", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	fl := mustLock(t, b, key, 10*time.Second)
+	if _, err := fl.Fence(bg); err != nil {
+		t.Fatalf("Fence with one bad counter of five = %v", err)
+	}
+	_ = fl.Unlock(bg)
 	if strings.Contains(logs.text(), "SECRET") {
 		t.Fatalf("the log names the key:\n%s", logs.text())
 	}
+	if !strings.Contains(logs.text(), "fence counter") {
+		t.Fatalf("the log does not report the bad fence counter:\n%s", logs.text())
+	}
 	rec := logs.records(t, "redlock: TryLock")
-	if len(rec) != 1 || rec[0]["err"] != "not obtained; node refused" {
+	if len(rec) != 2 || rec[0]["err"] != "not obtained; node refused" { // the refused one, then the Fence's lock
 		t.Fatalf("TryLock records %v, want the error's kind", rec)
 	}
 }
@@ -508,6 +521,109 @@ func TestObserverReportsQuarantine(t *testing.T) {
 	}
 	if !found {
 		t.Fatal("the round event does not show master 0 quarantined")
+	}
+}
+
+// TestObserverReportsASecondQuarantine: a master quarantined, counted again
+// once its memory is old enough, and then quarantined after another restart
+// is reported each time it stops being counted.
+func TestObserverReportsASecondQuarantine(t *testing.T) {
+	m := newMinis(t, 5, nil)
+	restartScene(t, m)
+	var rec recorder
+	b := m.client(WithObserver(rec.observer()))
+	if _, err := b.TryLock(bg, "k", time.Minute); !errors.Is(err, ErrNodeQuarantined) {
+		t.Fatalf("TryLock = %v, want a quarantined node", err)
+	}
+	settle(b)
+	ageMemory(t, m.clients[:1], establishedAge) // its memory is old enough again
+	// Until a round counts master 0's yes (a round decides at a majority,
+	// and master 0 may answer after it).
+	for i := 0; ; i++ {
+		l := mustLock(t, b, fmt.Sprint("other", i), time.Minute)
+		_ = l.Unlock(bg)
+		settle(b)
+		rounds := snapshot(&rec, &rec.rounds)
+		counted := false
+		for _, r := range rounds[len(rounds)-2:] {
+			counted = counted || (r.Op == "lock" && r.Nodes[0].Outcome == NodeYes)
+		}
+		if counted {
+			break
+		}
+		if i == 50 {
+			t.Fatal("master 0's yes was never counted once its memory was old enough")
+		}
+	}
+	m.servers[0].FlushAll() // and it restarts empty again
+	if _, err := b.TryLock(bg, "k", time.Minute); !errors.Is(err, ErrNodeQuarantined) {
+		t.Fatalf("TryLock after the second restart = %v, want a quarantined node", err)
+	}
+	settle(b)
+	if q := snapshot(&rec, &rec.quarantines); len(q) != 2 {
+		t.Fatalf("Quarantine events = %+v, want master 0 twice", q)
+	}
+}
+
+// TestAMasterAtMaxmemoryIsReportedOnce: a master that refuses every write
+// (maxmemory, noeviction) still answers releases with "not ours"; that is
+// no recovery, and the master is reported failing once, not on every lock.
+func TestAMasterAtMaxmemoryIsReportedOnce(t *testing.T) {
+	r := startReal(t, 5)
+	var rec recorder
+	var logs logBuffer
+	c := r.client(WithObserver(rec.observer()), WithLogger(logs.logger()))
+	if err := r.admin[0].ConfigSet(bg, "maxmemory-policy", "noeviction").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.admin[0].ConfigSet(bg, "maxmemory", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	defer r.admin[0].ConfigSet(bg, "maxmemory", "0")
+	for i := range 5 {
+		l := mustLock(t, c, fmt.Sprint("k", i), 10*time.Second)
+		if err := l.Unlock(bg); err != nil {
+			t.Fatal(err)
+		}
+		settle(c)
+	}
+	var changes []NodeStateEvent
+	for _, e := range snapshot(&rec, &rec.states) {
+		if e.Node == 0 {
+			changes = append(changes, e)
+		}
+	}
+	if len(changes) != 1 || changes[0].Healthy {
+		t.Fatalf("master 0's state changes = %+v, want one: failing", changes)
+	}
+	if n := len(logs.records(t, "redlock: master failing")); n != 1 {
+		t.Fatalf("%d Warn lines for master 0, want 1:\n%s", n, logs.text())
+	}
+}
+
+// TestNoTokenInAMangledResumesError: a token copied with a newline or in
+// upper case is refused, and the refusal does not quote it: errors end up
+// in logs and spans, and a token is a capability.
+func TestNoTokenInAMangledResumesError(t *testing.T) {
+	r := startReal(t, 3)
+	var rec recorder
+	a := r.client()
+	d := r.client(WithObserver(rec.observer()))
+	l := mustLock(t, a, "k", 10*time.Second)
+	defer l.Unlock(bg)
+	for _, bad := range []string{l.Token() + "\n", strings.ToUpper(l.Token()), " " + l.Token()} {
+		_, err := d.Resume(bg, "k", bad, 10*time.Second)
+		if !errors.Is(err, ErrInvalidArgument) {
+			t.Fatalf("Resume(%q) = %v, want ErrInvalidArgument", bad, err)
+		}
+		if strings.Contains(strings.ToLower(err.Error()), l.Token()) {
+			t.Fatalf("Resume's error quotes the token: %v", err)
+		}
+	}
+	for _, e := range snapshot(&rec, &rec.acquires) {
+		if e.Err != nil && strings.Contains(strings.ToLower(e.Err.Error()), l.Token()) {
+			t.Fatalf("an Acquire event carries the token: %v", e.Err)
+		}
 	}
 }
 

@@ -90,7 +90,9 @@ func (c *Client) resume(ctx context.Context, key, token string, ttl time.Duratio
 func checkToken(token string) error {
 	id, err := uuid.Parse(token)
 	if err != nil || id.String() != token {
-		return fmt.Errorf("%w: token %q is not a lock's Token()", ErrInvalidArgument, token)
+		// Not quoting it: errors end up in logs and spans, and a token that
+		// is nearly a lock's (a trailing newline, upper case) is a capability.
+		return fmt.Errorf("%w: token is not a lock's Token() (a UUID in canonical form, 36 characters; got %d)", ErrInvalidArgument, len(token))
 	}
 	return nil
 }

@@ -535,6 +535,34 @@ var mutants = []mutant{
 		to:      "\tcase v[1] > 0 && n.isCluster() && false:",
 		killers: "TestClusterVotes/hand-off",
 	},
+	{
+		name:    "a-release-heals-a-failing-master",
+		file:    "observe.go",
+		from:    "\t\tif op == \"unlock\" {",
+		to:      "\t\tif false {",
+		killers: "TestAMasterAtMaxmemoryIsReportedOnce",
+	},
+	{
+		name:    "quarantine-reported-once-ever",
+		file:    "observe.go",
+		from:    "c.nodes[a.node].health.quarantined.Store(false)",
+		to:      "_ = a",
+		killers: "TestObserverReportsASecondQuarantine",
+	},
+	{
+		name:    "resume-error-quotes-the-token",
+		file:    "resume.go",
+		from:    "36 characters; got %d)\", ErrInvalidArgument, len(token))",
+		to:      "got %q)\", ErrInvalidArgument, token)",
+		killers: "TestNoTokenInAMangledResumesError",
+	},
+	{
+		name:    "fence-error-names-the-key",
+		file:    "node.go",
+		from:    "\"redlock: the lock's fence counter is %q, not a positive integer\", s)",
+		to:      "\"redlock: fence counter of %q is %q, not a positive integer\", key, s)",
+		killers: "TestLogNamesNoKeyInErrors",
+	},
 }
 
 func main() {
