@@ -63,7 +63,7 @@ type tlSpan struct {
 type tlMark struct {
 	lane    int // worker (refused attempts) or master
 	master  bool
-	outcome redlock.NodeOutcome // for masters; NodeRefused for a worker's refused attempt
+	outcome redlock.NodeOutcome // for masters; for a worker's lost attempt, NodeRefused (contended) or NodeFailed
 	at      time.Duration
 }
 
@@ -126,8 +126,8 @@ func (t *timeline) masterUp(i int) {
 // their refused attempts on its lane.
 type workerKey struct{}
 
-// observer marks every master's answers, and every refused attempt on its
-// worker's lane.
+// observer marks every master's answers, and every lost attempt on its
+// worker's lane: refused, or failed.
 func (t *timeline) observer() redlock.Observer {
 	return redlock.Observer{
 		NodeReply: func(e redlock.NodeReplyEvent) {
@@ -143,9 +143,17 @@ func (t *timeline) observer() redlock.Observer {
 			if !ok || e.Op != "lock" || e.Won() {
 				return
 			}
+			// Refused when a master said the key was another's; otherwise
+			// the masters failed or timed out: no contention to show.
+			out := redlock.NodeFailed
+			for _, n := range e.Nodes {
+				if n.Outcome == redlock.NodeRefused {
+					out = redlock.NodeRefused
+				}
+			}
 			t.mu.Lock()
 			defer t.mu.Unlock()
-			t.marks = append(t.marks, tlMark{lane: w, outcome: redlock.NodeRefused, at: time.Since(t.start)})
+			t.marks = append(t.marks, tlMark{lane: w, outcome: out, at: time.Since(t.start)})
 		},
 	}
 }
@@ -268,8 +276,12 @@ func (t *timeline) write(w io.Writer, title string) error {
 	// Marks: refused attempts on workers' lanes, answers on masters'.
 	for _, m := range t.marks {
 		if !m.master {
-			p(`<rect x="%.1f" y="%d" width="2" height="%d" fill="%s"><title>refused attempt</title></rect>`+"\n",
-				x(m.at)-1, workerLaneY(m.lane), tlLane, tlRefusedColour)
+			what, colour := "refused attempt (the key was another's)", tlRefusedColour
+			if m.outcome != redlock.NodeRefused {
+				what, colour = "failed attempt (masters failed or timed out)", tlFailColour
+			}
+			p(`<rect x="%.1f" y="%d" width="2" height="%d" fill="%s"><title>%s</title></rect>`+"\n",
+				x(m.at)-1, workerLaneY(m.lane), tlLane, colour, what)
 			continue
 		}
 		colour, y, h := tlVoteColour, masterLaneY(t.workers, m.lane)+tlLane/2, tlLane/2
@@ -295,7 +307,7 @@ func (t *timeline) write(w io.Writer, title string) error {
 	lx := tlLabels
 	for _, l := range []struct{ colour, what string }{
 		{tlHoldColour, "hold"}, {tlWaitColour, "wait"}, {tlGaveUpColour, "gave up / refused attempt / master refused"},
-		{tlLostColour, "lock lost / master failed or timed out"}, {tlVoteColour, "master voted yes"}, {tlDownColour, "master down"},
+		{tlLostColour, "lock lost / failed attempt / master failed or timed out"}, {tlVoteColour, "master voted yes"}, {tlDownColour, "master down"},
 	} {
 		p(`<rect x="%d" y="%d" width="12" height="12" fill="%s"/><text x="%d" y="%d">%s</text>`+"\n", lx, ly, l.colour, lx+16, ly+10, html.EscapeString(l.what))
 		lx += 30 + 7*len(l.what)

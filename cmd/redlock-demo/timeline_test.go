@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"image"
 	"image/color"
@@ -10,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/redlock-go/redlock"
 )
 
 // chromium returns the headless Chromium to render pages with. Without one
@@ -126,5 +129,30 @@ func TestTimelinePageShowsOverlapWithoutTheLock(t *testing.T) {
 	img := screenshot(t, page, 3, 5)
 	if runsOf(img, holdsLaneY()+tlLane/2, tlLostColour) == 0 {
 		t.Fatal("no red on the holds lane of a run without the lock")
+	}
+}
+
+// TestTimelineTellsRefusedFromFailedAttempts: a lost round where a master
+// refused (the key was another's) is a refused attempt; one where masters
+// only timed out or failed is a failed attempt, drawn as a failure, not as
+// contention that was not there.
+func TestTimelineTellsRefusedFromFailedAttempts(t *testing.T) {
+	tl := newTimeline(1, []string{"a", "b", "c"})
+	o := tl.observer()
+	ctx := withWorker(context.Background(), 1)
+	o.Round(redlock.RoundEvent{Ctx: ctx, Op: "lock", Votes: 1, Quorum: 2, Nodes: []redlock.NodeResult{
+		{Node: 0, Outcome: redlock.NodeYes}, {Node: 1, Outcome: redlock.NodeTimeout}, {Node: 2, Outcome: redlock.NodeFailed},
+	}})
+	o.Round(redlock.RoundEvent{Ctx: ctx, Op: "lock", Votes: 1, Quorum: 2, Nodes: []redlock.NodeResult{
+		{Node: 0, Outcome: redlock.NodeYes}, {Node: 1, Outcome: redlock.NodeTimeout}, {Node: 2, Outcome: redlock.NodeRefused},
+	}})
+	var page strings.Builder
+	if err := tl.write(&page, "test"); err != nil {
+		t.Fatal(err)
+	}
+	failed := strings.Count(page.String(), "<title>failed attempt")
+	refused := strings.Count(page.String(), "<title>refused attempt")
+	if failed != 1 || refused != 1 {
+		t.Fatalf("the page marks %d failed and %d refused attempts, want 1 and 1", failed, refused)
 	}
 }
