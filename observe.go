@@ -160,8 +160,9 @@ type NodeReplyEvent struct {
 }
 
 // A NodeStateEvent is a master starting to fail, or answering again: a
-// yes, or a refusal of any request but a release (a master at maxmemory
-// refuses every grant, yet answers releases).
+// yes to anything but a release, or a lock attempt's refusal (a master at
+// maxmemory refuses every grant, yet deletes, and answers "not ours" to
+// the releases, extensions and fences of locks it never got).
 type NodeStateEvent struct {
 	Node    int
 	Addr    string
@@ -485,10 +486,12 @@ func (n *node) observeState(o *Observer, op string, out NodeOutcome, err error) 
 	case NodeTimeout, NodeFailed:
 		failing = true
 	case NodeYes, NodeRefused:
-		if op == "unlock" {
-			// A release's answer shows no recovery: a master at maxmemory
-			// refuses every grant but still deletes, and says "not ours"
-			// where it set nothing; counted, it would flap on every lock.
+		if (out == NodeYes && op == "unlock") || (out == NodeRefused && op != "lock") {
+			// No sign of recovery: a master at maxmemory refuses every
+			// grant, yet still deletes, and answers "not ours" to the
+			// releases, extensions and fences of locks it never got;
+			// counted, it would flap on every lock. A lock's refusal is
+			// an answer after a write was tried (the key is another's).
 			return
 		}
 		err = nil
@@ -542,9 +545,11 @@ func (c *Client) observeRound(caller context.Context, r *round) {
 				}
 			}
 		}
-		// A yes counted again ends the quarantine: the next one is news.
+		// A yes counted again where the guard applies ends the
+		// quarantine: the next one is news. (A release's yes is not a
+		// vote the guard could hold back.)
 		for _, a := range r.obs.answers {
-			if a.yes && !out[a.node] {
+			if a.yes && !out[a.node] && r.guardTTL > 0 {
 				c.nodes[a.node].health.quarantined.Store(false)
 			}
 		}

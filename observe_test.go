@@ -536,6 +536,16 @@ func TestObserverReportsASecondQuarantine(t *testing.T) {
 		t.Fatalf("TryLock = %v, want a quarantined node", err)
 	}
 	settle(b)
+	// Still young: locks without it, and their releases, which it answers
+	// (the guard holds back grants, not releases), report nothing new.
+	for i := range 3 {
+		l := mustLock(t, b, fmt.Sprint("young", i), time.Minute)
+		_ = l.Unlock(bg)
+		settle(b)
+	}
+	if q := snapshot(&rec, &rec.quarantines); len(q) != 1 {
+		t.Fatalf("Quarantine events while master 0 stays young = %+v, want the first one only", q)
+	}
 	ageMemory(t, m.clients[:1], establishedAge) // its memory is old enough again
 	// Until a round counts master 0's yes (a round decides at a majority,
 	// and master 0 may answer after it).
@@ -566,8 +576,9 @@ func TestObserverReportsASecondQuarantine(t *testing.T) {
 }
 
 // TestAMasterAtMaxmemoryIsReportedOnce: a master that refuses every write
-// (maxmemory, noeviction) still answers releases with "not ours"; that is
-// no recovery, and the master is reported failing once, not on every lock.
+// (maxmemory, noeviction) still answers releases, extensions and fences
+// with "not ours"; that is no recovery, and the master is reported failing
+// once, not on every lock.
 func TestAMasterAtMaxmemoryIsReportedOnce(t *testing.T) {
 	r := startReal(t, 5)
 	var rec recorder
@@ -582,11 +593,27 @@ func TestAMasterAtMaxmemoryIsReportedOnce(t *testing.T) {
 	defer r.admin[0].ConfigSet(bg, "maxmemory", "0")
 	for i := range 5 {
 		l := mustLock(t, c, fmt.Sprint("k", i), 10*time.Second)
+		// Extend, Fence and Do's watchdog find no key there ("not ours"):
+		// no recovery either.
+		if err := l.Extend(bg, 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Fence(bg); err != nil {
+			t.Fatal(err)
+		}
 		if err := l.Unlock(bg); err != nil {
 			t.Fatal(err)
 		}
 		settle(c)
 	}
+	ttl := scaled(300 * time.Millisecond)
+	if err := c.Do(bg, "do", ttl, func(ctx context.Context) error {
+		time.Sleep(ttl) // past its first extension
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	settle(c)
 	var changes []NodeStateEvent
 	for _, e := range snapshot(&rec, &rec.states) {
 		if e.Node == 0 {
