@@ -61,6 +61,12 @@ func TestClusterVotes(t *testing.T) {
 	t.Run("another Client's waiter is not starved", func(t *testing.T) {
 		noStarvation(t, nodes, keys[1])
 	})
+	t.Run("notices travel on shard channels", func(t *testing.T) {
+		shardNotices(t, clusters, nodes, shards, keys[1], -1)
+	})
+	t.Run("a waiter's subscription follows its slot", func(t *testing.T) {
+		shardNotices(t, clusters, nodes, shards, "follows", 1)
+	})
 	t.Run("keys whose library keys cannot share their slot are refused", func(t *testing.T) {
 		unslottableKeys(t, nodes)
 	})
@@ -217,14 +223,14 @@ func keysOffTheirChannelsShard(t *testing.T, shards, n int) []string {
 }
 
 // handOffNoticeHeard: a holder whose Client hands the key to its own next
-// waiter, while another Client listens on the key's channel and marked the
-// key as wanted, learns from the hand-off's notice that others listen,
-// though no subscriber of the script's shard heard it. Then it listens for
-// their wants and serves them in turn; without that it hands the key only
-// to its own goroutines (noStarvation). The listener is a plain
-// subscription made with the channel, so that it lands on the channel's
-// shard, never the key's: a Client's own subscription lands on a random
-// node, and the failure would show only now and then.
+// waiter, while another Client listens on the key's shard channel and
+// marked the key as wanted, learns from the hand-off's notice that others
+// listen: the script's SPUBLISH counts every subscriber of a shard channel
+// (a script's PUBLISH counted only those on its own shard, though every
+// node delivered it). Then it listens for their wants and serves them in
+// turn; without that it hands the key only to its own goroutines
+// (noStarvation). The keys' plain channels hash to another shard than the
+// keys (keysOffTheirChannelsShard), where a PUBLISH would go unheard here.
 func handOffNoticeHeard(t *testing.T, nodes []redis.UniversalClient, key string) {
 	busy, err := New(nodes)
 	if err != nil {
@@ -243,7 +249,7 @@ func handOffNoticeHeard(t *testing.T, nodes []redis.UniversalClient, key string)
 	queued(t, busy, key, 1)
 	settle(busy)
 	for i, n := range nodes {
-		ps := n.Subscribe(bg, noticeChannel(key))
+		ps := n.(*redis.ClusterClient).SSubscribe(bg, shardedChannel(key))
 		t.Cleanup(func() { _ = ps.Close() })
 		if _, err := ps.Receive(bg); err != nil { // the confirmation
 			t.Fatalf("vote %d: SUBSCRIBE: %v", i, err)
@@ -354,5 +360,90 @@ func unslottableKeys(t *testing.T, nodes []redis.UniversalClient) {
 		if err := l.Unlock(bg); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// shardNotices: a waiter of another Client subscribes to the key's shard
+// channel (SSUBSCRIBE on the master of the key's slot, in every vote) and
+// to no plain channel; when migrate is a vote, the key's slot moves to
+// another master there while the waiter waits, and its subscription follows
+// it. The holder's Unlock then reaches the waiter by notice, long before
+// its backoff.
+func shardNotices(t *testing.T, clusters []*redistest.Cluster, nodes []redis.UniversalClient, shards int, key string, migrate int) {
+	a, err := New(nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	backoff := scaled(10 * time.Second)
+	b, err := New(nodes, WithRetryDelay(backoff, backoff))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	l := mustLock(t, a, key, time.Minute)
+	ctx, cancel := context.WithTimeout(bg, 2*backoff)
+	defer cancel()
+	got := make(chan error, 1)
+	go func() {
+		lb, err := b.Lock(ctx, key, time.Minute)
+		if err == nil {
+			defer lb.Unlock(bg)
+		}
+		got <- err
+	}()
+	shardSubscribers := func(vote, master int) int64 {
+		c := clusters[vote].Masters[master].Client(nil)
+		defer c.Close()
+		v, err := c.Do(bg, "PUBSUB", "SHARDNUMSUB", shardedChannel(key)).Slice()
+		if err != nil || len(v) != 2 {
+			t.Fatalf("PUBSUB SHARDNUMSUB: %v %v", v, err)
+		}
+		n, _ := v[1].(int64)
+		return n
+	}
+	home := shardOf(hashSlot(key), shards)
+	awaitSubscribed := func(vote, master int) {
+		t.Helper()
+		deadline := time.Now().Add(scaled(5 * time.Second))
+		for shardSubscribers(vote, master) == 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("vote %d: no subscriber of %q on master %d, which serves its key", vote, shardedChannel(key), master)
+			}
+			time.Sleep(5 * time.Millisecond) // the subscription sends no signal the test can wait on
+		}
+	}
+	for v := range clusters {
+		awaitSubscribed(v, home)
+	}
+	for v, cl := range clusters {
+		for _, m := range cl.Masters {
+			c := m.Client(nil)
+			n, err := c.PubSubNumSub(bg, noticeChannel(key)).Result()
+			_ = c.Close()
+			if err != nil || n[noticeChannel(key)] != 0 {
+				t.Fatalf("vote %d, master %s: %v plain subscribers of %q (%v), want none", v, m.Addr, n, noticeChannel(key), err)
+			}
+		}
+	}
+	if migrate >= 0 {
+		to := (home + 1) % shards
+		clusters[migrate].MigrateSlot(hashSlot(key), to)
+		awaitSubscribed(migrate, to)
+	}
+	start := time.Now()
+	if err := l.Unlock(bg); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatalf("the waiter's Lock: %v", err)
+		}
+		if d := time.Since(start); d > backoff/2 {
+			t.Fatalf("the waiter got the key %v after Unlock: by its backoff (%v), not by a notice", d, backoff)
+		}
+	case <-time.After(2 * backoff):
+		t.Fatal("the waiter never got the key")
 	}
 }

@@ -7,6 +7,8 @@ package redlock
 
 import (
 	"context"
+	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -74,10 +76,16 @@ type goRedis struct{ c redis.UniversalClient }
 func (g goRedis) script(ctx context.Context, args []any) reply { return runScript(ctx, g.c, args) }
 
 func (g goRedis) publish(ctx context.Context, channel, message string) error {
+	if g.cluster() { // a shard channel (shardedChannel)
+		return g.c.SPublish(ctx, channel, message).Err()
+	}
 	return g.c.Publish(ctx, channel, message).Err()
 }
 
 func (g goRedis) subscribe() subscription {
+	if cc, ok := g.c.(*redis.ClusterClient); ok {
+		return newShardSubs(cc)
+	}
 	return goRedisSub{g.c.Subscribe(context.Background())}
 }
 
@@ -113,3 +121,137 @@ func (s goRedisSub) run(deliver func(subEvent)) {
 }
 
 func (s goRedisSub) close() error { return s.ps.Close() }
+
+// shardSubs subscribes to shard channels (SSUBSCRIBE) on a Redis Cluster:
+// one go-redis PubSub per master, since a PubSub is bound to the node of
+// the first channel it subscribed (and re-subscribes all of its channels
+// there when its connection breaks), and a node takes SSUBSCRIBE only for
+// its own slots. A slot that moves to another master ends its channels'
+// subscriptions there (the server sends SUNSUBSCRIBE); a channel still
+// wanted is then subscribed again on the slot's new master.
+type shardSubs struct {
+	c      *redis.ClusterClient
+	events chan subEvent // every PubSub's, to run
+	wg     sync.WaitGroup
+
+	mu     sync.Mutex
+	byAddr map[string]*redis.PubSub // per master
+	where  map[string]string        // a wanted channel's master
+	closed bool
+}
+
+func newShardSubs(c *redis.ClusterClient) *shardSubs {
+	return &shardSubs{c: c, events: make(chan subEvent), byAddr: map[string]*redis.PubSub{}, where: map[string]string{}}
+}
+
+func (s *shardSubs) subscribe(ctx context.Context, channel string) error {
+	m, err := s.c.MasterForKey(ctx, channel) // the channel is in its key's slot
+	if err != nil {
+		return err
+	}
+	addr := m.Options().Addr
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return redis.ErrClosed
+	}
+	s.where[channel] = addr
+	ps, started := s.byAddr[addr]
+	if !started {
+		// Not read before its first SSUBSCRIBE: a PubSub connects to the
+		// node of the channels it is first asked for, a random one when
+		// a read comes first.
+		ps = s.c.SSubscribe(context.Background())
+		s.byAddr[addr] = ps
+		s.wg.Add(1) // under mu, before close can Wait
+	}
+	s.mu.Unlock()
+	err = ps.SSubscribe(ctx, channel)
+	if !started {
+		go s.forward(ps, addr)
+	}
+	return err
+}
+
+func (s *shardSubs) unsubscribe(ctx context.Context, channel string) error {
+	s.mu.Lock()
+	addr, ok := s.where[channel]
+	delete(s.where, channel)
+	ps := s.byAddr[addr]
+	s.mu.Unlock()
+	if !ok || ps == nil {
+		return nil
+	}
+	return ps.SUnsubscribe(ctx, channel)
+}
+
+// forward passes the events of addr's PubSub on to run, until it closes.
+func (s *shardSubs) forward(ps *redis.PubSub, addr string) {
+	defer s.wg.Done()
+	for m := range ps.ChannelWithSubscriptions() {
+		switch m := m.(type) {
+		case *redis.Subscription:
+			if m.Kind == "ssubscribe" {
+				s.events <- subEvent{kind: subConfirmed, channel: m.Channel}
+				continue
+			}
+			s.events <- subEvent{kind: subEnded, channel: m.Channel}
+			s.mu.Lock()
+			moved := !s.closed && s.where[m.Channel] == addr
+			s.mu.Unlock()
+			if moved { // not asked for: its slot left addr
+				s.wg.Add(1)
+				go s.resubscribe(ps, addr, m.Channel)
+			}
+		case *redis.Message:
+			s.events <- subEvent{kind: subMessage, channel: m.Channel, payload: m.Payload}
+		}
+	}
+}
+
+// resubscribe subscribes channel again on the master its slot moved to,
+// once the cluster client has learned of the move.
+func (s *shardSubs) resubscribe(old *redis.PubSub, addr, channel string) {
+	defer s.wg.Done()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = old.SUnsubscribe(ctx, channel) // forget it there: old re-subscribes its channels when it reconnects
+	for wait := 10 * time.Millisecond; ctx.Err() == nil; wait = min(2*wait, time.Second) {
+		s.c.ReloadState(ctx)
+		m, err := s.c.MasterForKey(ctx, channel)
+		s.mu.Lock()
+		wanted := !s.closed && s.where[channel] == addr
+		s.mu.Unlock()
+		if !wanted {
+			return // unsubscribed, or subscribed again, meanwhile
+		}
+		if err == nil && m.Options().Addr != addr {
+			_ = s.subscribe(ctx, channel)
+			return
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+	}
+}
+
+func (s *shardSubs) run(deliver func(subEvent)) {
+	for e := range s.events {
+		deliver(e)
+	}
+}
+
+func (s *shardSubs) close() error {
+	s.mu.Lock()
+	s.closed = true
+	subs := s.byAddr
+	s.byAddr = map[string]*redis.PubSub{}
+	s.mu.Unlock()
+	for _, ps := range subs {
+		_ = ps.Close()
+	}
+	s.wg.Wait()
+	close(s.events)
+	return nil
+}

@@ -140,7 +140,7 @@ func (l *Lock) args(ttl time.Duration, announce notice, guard bool) *roundArgs {
 			a.keys[i] = k
 		}
 		if announce.channel != "" {
-			a.channel = noticePrefix // release_multi.lua publishes on each key's channel
+			a.channel = noticePrefix // not used: release_multi.lua publishes on each key's channel (releaseCmd)
 		}
 	}
 	return a

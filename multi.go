@@ -204,14 +204,21 @@ func (c *Client) sleepMulti(ctx context.Context, joined string, last error, watc
 	}
 }
 
+// hashedPart is the part of key that Redis Cluster hashes: its hash tag's
+// content, or the whole key without one.
+func hashedPart(key string) string {
+	if open := strings.IndexByte(key, '{'); open >= 0 {
+		if end := strings.IndexByte(key[open+1:], '}'); end > 0 {
+			return key[open+1 : open+1+end]
+		}
+	}
+	return key
+}
+
 // hashSlot is the Redis Cluster hash slot of key: CRC16 (XMODEM) of its
 // hash tag, or of the whole key without one, modulo 16384.
 func hashSlot(key string) int {
-	if open := strings.IndexByte(key, '{'); open >= 0 {
-		if end := strings.IndexByte(key[open+1:], '}'); end > 0 {
-			key = key[open+1 : open+1+end]
-		}
-	}
+	key = hashedPart(key)
 	var crc uint16
 	for i := 0; i < len(key); i++ {
 		crc ^= uint16(key[i]) << 8

@@ -182,12 +182,26 @@ func (a *roundArgs) withKeys(argv ...any) []any {
 	return append(append(out, a.keys...), argv...)
 }
 
-// noticeArgs returns a's notice, or none while n refuses notices.
+// noticeArgs returns a's notice, or none while n refuses notices; on a
+// Redis Cluster master, on the key's shard channel.
 func (n *node) noticeArgs(a *roundArgs) (channel, message any) {
 	if n.refusesNotices() {
 		return "", ""
 	}
+	if ch, ok := a.channel.(string); ok && ch != "" && n.isCluster() {
+		return n.channelOf(ch), a.message
+	}
 	return a.channel, a.message
+}
+
+// channelOf is the channel on n for a notice on the plain channel ch: ch
+// itself, or on a Redis Cluster master the key's shard channel.
+func (n *node) channelOf(ch string) string {
+	if !n.isCluster() {
+		return ch
+	}
+	key, _ := strings.CutPrefix(ch, noticePrefix)
+	return shardedChannel(key)
 }
 
 // plainMarker is markerKey's answer for a plain master, boxed once.
@@ -221,7 +235,16 @@ func (n *node) release(ctx context.Context, a *roundArgs) (deleted bool, receive
 func (n *node) releaseCmd(a *roundArgs) []any {
 	ch, msg := n.noticeArgs(a)
 	if a.keys != nil {
-		return releaseMultiScript.evalsha(len(a.keys), a.withKeys(a.token, ch, msg)...)
+		// The message, or none, then each key's channel.
+		if ch == "" {
+			msg = ""
+		}
+		argv := make([]any, 0, 2+len(a.keys))
+		argv = append(argv, a.token, msg)
+		for _, k := range a.keys {
+			argv = append(argv, n.channelOf(noticeChannel(k.(string))))
+		}
+		return releaseMultiScript.evalsha(len(a.keys), a.withKeys(argv...)...)
 	}
 	return releaseScript.evalsha(1, a.keyArg, a.token, ch, msg)
 }
@@ -262,23 +285,11 @@ func (n *node) handOff(ctx context.Context, send sendCheck, a *roundArgs) (state
 	case v[1] < 0:
 		n.refusedNoticeBy(nil)
 		return v[0], 0, mem, nil
-	case v[1] > 0 && n.isCluster():
-		// A PUBLISH run in a script on a Redis Cluster node counts only
-		// the subscribers of that node's shard, though every node
-		// delivers it: the channel may hash to another shard than the
-		// key. Unknown, then: count it as heard by others, so that the
-		// Client listens for their wants rather than starve them.
-		return v[0], max(v[1]-1, clusterReceivers), mem, nil
 	case v[1] > 0:
 		return v[0], v[1] - 1, mem, nil
 	}
 	return v[0], 0, mem, nil
 }
-
-// clusterReceivers is how many subscribers a notice published on a Redis
-// Cluster vote counts as heard by: more than the Client's own subscription
-// (one per vote), so that others are taken to listen.
-const clusterReceivers = 2
 
 // extend makes a.key live at least a.ttl more if it holds a.token, never
 // shortening it; with a.guard, it also puts back our token where the key

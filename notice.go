@@ -19,6 +19,28 @@ const (
 // acquisitions are announced.
 func noticeChannel(key string) string { return noticePrefix + key }
 
+// shardedChannel is key's notice channel on a Redis Cluster master: a shard
+// channel (SPUBLISH, SSUBSCRIBE) in key's hash slot, so that the shard that
+// holds the key delivers its notices, and a script's SPUBLISH counts every
+// subscriber that hears it. It is the part of key that Redis hashes, in
+// braces, then noticeChannel(key): a hash tag in front, and key whole after
+// it, so that channelKey finds key again. (Keys with a '}' but no hash tag
+// are refused where a vote is a cluster: slotless.)
+func shardedChannel(key string) string { return "{" + hashedPart(key) + "}" + noticeChannel(key) }
+
+// channelKey is the key whose notice channel, plain or sharded, channel is;
+// ok is false for any other channel.
+func channelKey(channel string) (key string, ok bool) {
+	if strings.HasPrefix(channel, "{") {
+		end := strings.IndexByte(channel, '}')
+		if end < 0 {
+			return "", false
+		}
+		channel = channel[end+1:]
+	}
+	return strings.CutPrefix(channel, noticePrefix)
+}
+
 const (
 	acquiredNotice = "acquired" // a master gave the key to the token
 	releasedNotice = "released" // a master deleted the token's key

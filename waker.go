@@ -5,7 +5,6 @@ package redlock
 
 import (
 	"context"
-	"strings"
 	"sync"
 	"time"
 )
@@ -86,6 +85,7 @@ func newWaker(nodes []*node, cfg wakerConfig) *waker {
 // SUBSCRIBE/UNSUBSCRIBE calls its goroutine sends in order.
 type nodeSub struct {
 	index   int
+	sharded bool // a Redis Cluster: the keys' shard channels (shardedChannel)
 	ps      subscription
 	mu      sync.Mutex
 	pending []subOp
@@ -94,7 +94,7 @@ type nodeSub struct {
 
 type subOp struct {
 	subscribe bool
-	channel   string
+	key       string // whose notice channel
 }
 
 // watch returns a reference to key's watch, subscribing if there is none;
@@ -131,7 +131,7 @@ func (w *waker) ref(key string, create bool) *watcher {
 		}
 		kw = &keyWatch{ch: make(chan struct{}), factor: initSlotFactor}
 		w.keys[key] = kw
-		w.queue(subOp{true, noticeChannel(key)})
+		w.queue(subOp{true, key})
 	}
 	if kw.linger != nil {
 		kw.linger.Stop()
@@ -192,7 +192,7 @@ func (w *waker) noteReleased(key, token string) {
 // its subscription calls. Called with w.mu held.
 func (w *waker) start() {
 	for i, n := range w.nodes {
-		s := &nodeSub{index: i, ps: n.subscribe(), kick: make(chan struct{}, 1)}
+		s := &nodeSub{index: i, sharded: n.cluster(), ps: n.subscribe(), kick: make(chan struct{}, 1)}
 		w.subs = append(w.subs, s)
 		w.wg.Add(2)
 		go func() {
@@ -230,13 +230,17 @@ func (w *waker) send(s *nodeSub) {
 		s.mu.Unlock()
 		for _, op := range ops {
 			ctx, cancel := context.WithTimeout(context.Background(), w.cfg.subscribeTimeout)
+			channel := noticeChannel(op.key)
+			if s.sharded {
+				channel = shardedChannel(op.key)
+			}
 			if op.subscribe {
-				err := s.ps.subscribe(ctx, op.channel)
+				err := s.ps.subscribe(ctx, channel)
 				if w.cfg.subscribeRefused != nil && isNoPerm(err) {
 					w.cfg.subscribeRefused(s.index, err)
 				}
 			} else {
-				_ = s.ps.unsubscribe(ctx, op.channel)
+				_ = s.ps.unsubscribe(ctx, channel)
 			}
 			cancel()
 		}
@@ -259,7 +263,7 @@ func (w *waker) receive(s *nodeSub) {
 // majority confirmed, the key's waiters are woken (they may announce
 // themselves: wants.go).
 func (w *waker) confirmed(node int, channel string, on bool) {
-	key, ok := strings.CutPrefix(channel, noticePrefix)
+	key, ok := channelKey(channel)
 	if !ok {
 		return
 	}
@@ -287,7 +291,7 @@ func (w *waker) confirmed(node int, channel string, on bool) {
 
 // notice folds one notice of node into its key's watch.
 func (w *waker) notice(node int, channel, payload string) {
-	key, ok := strings.CutPrefix(channel, noticePrefix)
+	key, ok := channelKey(channel)
 	if !ok {
 		return
 	}

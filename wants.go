@@ -369,7 +369,7 @@ func (c *Client) publishOn(n *node, msg notice, timeout time.Duration) bool {
 		defer c.bg.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
-		done <- n.conn.publish(ctx, msg.channel, msg.message)
+		done <- n.conn.publish(ctx, n.channelOf(msg.channel), msg.message)
 	}()
 	t := time.NewTimer(timeout)
 	defer t.Stop()

@@ -86,7 +86,7 @@ func (h *watcher) close() {
 			defer w.mu.Unlock()
 			if kw.refs == 0 && w.keys[h.key] == kw && !w.closed {
 				delete(w.keys, h.key)
-				w.queue(subOp{false, noticeChannel(h.key)})
+				w.queue(subOp{false, h.key})
 			}
 		})
 	})

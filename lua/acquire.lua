@@ -25,7 +25,7 @@
 local age, longest, born = memory(ARGV[6], ARGV[2], ARGV[5], ARGV[7])
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   if ARGV[3] ~= '' then
-    local r = redis.pcall('PUBLISH', ARGV[3], ARGV[4])
+    local r = publish(ARGV[3], ARGV[4])
     if type(r) == 'table' and r.err then
       return ballot(3, age, longest, born)
     end

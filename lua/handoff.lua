@@ -41,7 +41,7 @@ end
 redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
 local receivers = 0
 if ARGV[4] ~= '' and (cur ~= ARGV[1] or remote) then
-  receivers = redis.pcall('PUBLISH', ARGV[4], ARGV[5])
+  receivers = publish(ARGV[4], ARGV[5])
   if type(receivers) == 'table' and receivers.err then
     receivers = -1
   else

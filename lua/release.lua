@@ -13,7 +13,7 @@
 if ours(redis.pcall('GET', KEYS[1]), ARGV[1]) then
   redis.call('DEL', KEYS[1])
   if ARGV[2] ~= '' then
-    local r = redis.pcall('PUBLISH', ARGV[2], ARGV[3])
+    local r = publish(ARGV[2], ARGV[3])
     if type(r) == 'table' and r.err then
       return -1
     end

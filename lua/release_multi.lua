@@ -1,7 +1,7 @@
 -- release_multi: delete each key of KEYS that still holds token ARGV[1].
--- When one did and ARGV[2] is a channel prefix (Unlock of a held lock),
--- publish ARGV[3] on each key's notice channel, ARGV[2] .. key, so that
--- the waiters of any of the keys try again at once. Returns what
+-- When one did and ARGV[2] is a message (Unlock of a held lock), publish
+-- it on each key's notice channel, ARGV[2 + i] for KEYS[i], so that the
+-- waiters of any of the keys try again at once. Returns what
 -- release.lua returns: 0 when no key held our token; otherwise 1 plus the
 -- subscribers that heard the notices, or -1 when the server refused a
 -- notice (an ACL user without channel rights).
@@ -20,7 +20,7 @@ if ARGV[2] == '' then
 end
 local heard = 0
 for i = 1, #KEYS do
-  local r = redis.pcall('PUBLISH', ARGV[2] .. KEYS[i], ARGV[3])
+  local r = publish(ARGV[2 + i], ARGV[2])
   if type(r) == 'table' and r.err then
     return -1
   end

@@ -529,17 +529,17 @@ var mutants = []mutant{
 		killers: "TestClusterVotes/keys_whose",
 	},
 	{
-		name:    "cluster-receiver-counts-trusted",
-		file:    "node.go",
-		from:    "\tcase v[1] > 0 && n.isCluster():",
-		to:      "\tcase v[1] > 0 && n.isCluster() && false:",
-		killers: "TestClusterVotes/hand-off",
+		name:    "cluster-scripts-use-plain-publish",
+		file:    "lua/token.lua",
+		from:    "  if string.byte(channel, 1) == 123 then",
+		to:      "  if false then",
+		killers: "TestClusterVotes/a_hand-off's_notice_counts_as_heard",
 	},
 	{
-		name:    "a-release-heals-a-failing-master",
+		name:    "a-not-ours-heals-a-failing-master",
 		file:    "observe.go",
-		from:    "\t\tif op == \"unlock\" {",
-		to:      "\t\tif false {",
+		from:    "(out == NodeRefused && op != \"lock\") {",
+		to:      "(out == NodeRefused && op == \"unlock\") {",
 		killers: "TestAMasterAtMaxmemoryIsReportedOnce",
 	},
 	{
@@ -547,6 +547,13 @@ var mutants = []mutant{
 		file:    "observe.go",
 		from:    "c.nodes[a.node].health.quarantined.Store(false)",
 		to:      "_ = a",
+		killers: "TestObserverReportsASecondQuarantine",
+	},
+	{
+		name:    "a-release-ends-the-quarantine",
+		file:    "observe.go",
+		from:    "if a.yes && !out[a.node] && r.guardTTL > 0 {",
+		to:      "if a.yes && !out[a.node] {",
 		killers: "TestObserverReportsASecondQuarantine",
 	},
 	{
@@ -562,6 +569,20 @@ var mutants = []mutant{
 		from:    "\"redlock: the lock's fence counter is %q, not a positive integer\", s)",
 		to:      "\"redlock: fence counter of %q is %q, not a positive integer\", key, s)",
 		killers: "TestLogNamesNoKeyInErrors",
+	},
+	{
+		name:    "shard-subscription-stays-where-its-slot-was",
+		file:    "conn.go",
+		from:    "\t\t\tif moved { // not asked for: its slot left addr",
+		to:      "\t\t\tif moved && false {",
+		killers: "TestClusterVotes/a_waiter's_subscription_follows_its_slot",
+	},
+	{
+		name:    "cluster-scripts-publish-on-plain-channels",
+		file:    "node.go",
+		from:    "ch != \"\" && n.isCluster() {",
+		to:      "ch != \"\" && false {",
+		killers: "TestClusterVotes/notices_travel_on_shard_channels",
 	},
 }
 
