@@ -18,21 +18,24 @@ import (
 	"github.com/redlock-go/redlock/internal/redistest"
 )
 
-var clusterChaos = flag.Duration("chaos.cluster", 0, "length of TestClusterVotesUnderRandomFaults; default 6s")
+var clusterChaos = flag.Duration("chaos.cluster", 0, "length of TestClusterAndSentinelVotesUnderRandomFaults; default 6s")
 
-// Random calls on three votes that are each a 3-shard Redis Cluster, reached
-// through fault proxies, while shards are paused, slowed (late replies),
-// cut off mid-reply (lost replies, which go-redis re-sends), and flushed
-// (they lose their data); and, the restart guard's case, while one vote's
-// shard of a key is paused, that key's shard on another vote is flushed:
-// who takes the key meanwhile holds it on the flushed shard and the third
-// vote, and once the paused one is back, a young yes there would make a
-// second majority. No two holders' windows on a key may overlap (property
-// 1 of the fault generator, whose scenario 20 runs on plain masters).
-// go test -run TestClusterVotesUnderRandomFaults -args -chaos.cluster=60s
-// runs it longer. The seed is logged; REDLOCK_CHAOS_SEED replays the
-// schedule of faults and calls, though not their interleaving.
-func TestClusterVotesUnderRandomFaults(t *testing.T) {
+// Random calls on three votes, two of them 3-shard Redis Clusters and one
+// a Sentinel-managed master with a replica, reached through fault proxies,
+// while masters are paused, slowed (late replies), cut off mid-reply (lost
+// replies, which go-redis re-sends), and flushed (they lose their data);
+// and, the restart guard's case, while one vote's master of a key is
+// paused, the key is taken and its master on another vote flushed: the
+// holder holds the key on the flushed master and the third vote, and once
+// the paused one is back, a young yes there would make a second majority.
+// No two holders' windows on a key may overlap (property 1 of the fault
+// generator, whose scenario 20 runs on plain masters). Failovers are left
+// out: an asynchronous replica loses acknowledged writes by design (README,
+// "Sentinel-managed votes"). go test -run
+// TestClusterAndSentinelVotesUnderRandomFaults -args -chaos.cluster=60s runs
+// it longer. The seed is logged; REDLOCK_CHAOS_SEED replays the schedule of
+// faults and calls, though not their interleaving.
+func TestClusterAndSentinelVotesUnderRandomFaults(t *testing.T) {
 	redistest.SkipShort(t)
 	run := *clusterChaos
 	if run == 0 {
@@ -40,12 +43,9 @@ func TestClusterVotesUnderRandomFaults(t *testing.T) {
 	}
 	seed := chaosSeed(t)
 	const shards = 3
-	var clusters []*redistest.Cluster
-	var nodes []redis.UniversalClient
 	proxies := map[string]*chaos.Proxy{} // by the master's own address
-	for range 3 {
-		cl := redistest.StartCluster(t, shards)
-		for _, s := range cl.Masters {
+	proxied := func(masters ...*redistest.Server) func(ctx context.Context, network, addr string) (net.Conn, error) {
+		for _, s := range masters {
 			p, err := chaos.NewProxy("127.0.0.1:0", s.Addr)
 			if err != nil {
 				t.Fatal(err)
@@ -53,22 +53,33 @@ func TestClusterVotesUnderRandomFaults(t *testing.T) {
 			t.Cleanup(p.Stop)
 			proxies[s.Addr] = p
 		}
-		// The cluster names its masters by their own addresses (CLUSTER
-		// SLOTS); every connection to one goes through its proxy.
-		cc := redis.NewClusterClient(&redis.ClusterOptions{
-			Addrs: cl.Addrs(),
-			Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
-				if p := proxies[addr]; p != nil {
-					addr = p.Addr()
-				}
-				var d net.Dialer
-				return d.DialContext(ctx, network, addr)
-			},
-		})
+		// A cluster names its masters by their own addresses (CLUSTER
+		// SLOTS), a sentinel its master; every connection to one goes
+		// through its proxy.
+		return func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if p := proxies[addr]; p != nil {
+				addr = p.Addr()
+			}
+			var d net.Dialer
+			return d.DialContext(ctx, network, addr)
+		}
+	}
+	var votes []chaosVote
+	var nodes []redis.UniversalClient
+	for range 2 {
+		cl := redistest.StartCluster(t, shards)
+		cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), Dialer: proxied(cl.Masters...)})
 		t.Cleanup(func() { _ = cc.Close() })
-		clusters = append(clusters, cl)
+		votes = append(votes, chaosVote{cl.Masters, func(key string) *redistest.Server { return cl.Masters[shardOf(hashSlot(key), shards)] }})
 		nodes = append(nodes, cc)
 	}
+	// The third vote is a master with a replica, managed by a sentinel
+	// (failovers lose acknowledged writes by design: none here).
+	sv := sentinelVotes(t, 1)[0]
+	fc := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: sv.name, SentinelAddrs: []string{sv.sentinel.Addr}, Dialer: proxied(sv.master)})
+	t.Cleanup(func() { _ = fc.Close() })
+	votes = append(votes, chaosVote{[]*redistest.Server{sv.master}, func(string) *redistest.Server { return sv.master }})
+	nodes = append(nodes, fc)
 	keys := []string{"{o}:stock", "{o}:invoice", "job:1", "job:2"}
 	for _, n := range nodes { // a deployment that has run a while (guard.go)
 		now, err := n.Time(bg).Result()
@@ -76,7 +87,8 @@ func TestClusterVotesUnderRandomFaults(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, k := range keys {
-			if err := n.Set(bg, markerKey(k, true), fmt.Sprintf("%d 0", now.Add(-establishedAge).UnixMilli()), 0).Err(); err != nil {
+			_, cluster := n.(*redis.ClusterClient)
+			if err := n.Set(bg, markerKey(k, cluster), fmt.Sprintf("%d 0", now.Add(-establishedAge).UnixMilli()), 0).Err(); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -111,8 +123,8 @@ func TestClusterVotesUnderRandomFaults(t *testing.T) {
 		const flushGap = memorySlack + 500*time.Millisecond
 		var lastFlush time.Time
 		for ctx.Err() == nil {
-			vote := rng.IntN(len(clusters))
-			s := clusters[vote].Masters[rng.IntN(shards)]
+			vote := rng.IntN(len(votes))
+			s := votes[vote].masters[rng.IntN(len(votes[vote].masters))]
 			f := rng.IntN(10)
 			switch {
 			case time.Since(lastFlush) < flushGap:
@@ -128,9 +140,8 @@ func TestClusterVotesUnderRandomFaults(t *testing.T) {
 				hist.Note("flushed %s", s.Addr)
 			case f <= 3: // the guard's case: pause a key's shard on one vote, take the key, flush it on another
 				k := keys[rng.IntN(len(keys))]
-				other := (vote + 1 + rng.IntN(len(clusters)-1)) % len(clusters)
-				paused := clusters[vote].Masters[shardOf(hashSlot(k), shards)]
-				flushed := clusters[other].Masters[shardOf(hashSlot(k), shards)]
+				other := (vote + 1 + rng.IntN(len(votes)-1)) % len(votes)
+				paused, flushed := votes[vote].masterOf(k), votes[other].masterOf(k)
 				paused.Pause()
 				hist.Note("paused %s", paused.Addr)
 				// Held on two votes (when the key was free), one of them
@@ -254,8 +265,8 @@ func TestClusterVotesUnderRandomFaults(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	for _, cl := range clusters {
-		for _, s := range cl.Masters {
+	for _, v := range votes {
+		for _, s := range v.masters {
 			s.Resume()
 			proxies[s.Addr].Heal()
 		}
@@ -274,4 +285,11 @@ func flushShard(s *redistest.Server) {
 	c := s.Client(nil)
 	defer c.Close()
 	_ = c.FlushAll(bg).Err()
+}
+
+// A chaosVote is one vote of TestClusterAndSentinelVotesUnderRandomFaults: its
+// masters, and the one that serves a key.
+type chaosVote struct {
+	masters  []*redistest.Server
+	masterOf func(key string) *redistest.Server
 }
