@@ -137,11 +137,12 @@ type shardSubs struct {
 	mu     sync.Mutex
 	byAddr map[string]*redis.PubSub // per master
 	where  map[string]string        // a wanted channel's master
+	moving map[string]bool          // wanted channels whose slot left their master: resubscribe runs
 	closed bool
 }
 
 func newShardSubs(c *redis.ClusterClient) *shardSubs {
-	return &shardSubs{c: c, events: make(chan subEvent), byAddr: map[string]*redis.PubSub{}, where: map[string]string{}}
+	return &shardSubs{c: c, events: make(chan subEvent), byAddr: map[string]*redis.PubSub{}, where: map[string]string{}, moving: map[string]bool{}}
 }
 
 func (s *shardSubs) subscribe(ctx context.Context, channel string) error {
@@ -197,10 +198,15 @@ func (s *shardSubs) forward(ps *redis.PubSub, addr string) {
 			}
 			s.events <- subEvent{kind: subEnded, channel: m.Channel}
 			s.mu.Lock()
-			moved := !s.closed && s.where[m.Channel] == addr
-			s.mu.Unlock()
-			if moved { // not asked for: its slot left addr
+			// Not asked for: its slot left addr. (The echo of resubscribe's
+			// own SUNSUBSCRIBE finds it moving already.)
+			moved := !s.closed && s.where[m.Channel] == addr && !s.moving[m.Channel]
+			if moved {
+				s.moving[m.Channel] = true
 				s.wg.Add(1)
+			}
+			s.mu.Unlock()
+			if moved {
 				go s.resubscribe(ps, addr, m.Channel)
 			}
 		case *redis.Message:
@@ -213,6 +219,11 @@ func (s *shardSubs) forward(ps *redis.PubSub, addr string) {
 // once the cluster client has learned of the move.
 func (s *shardSubs) resubscribe(old *redis.PubSub, addr, channel string) {
 	defer s.wg.Done()
+	defer func() {
+		s.mu.Lock()
+		delete(s.moving, channel)
+		s.mu.Unlock()
+	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_ = old.SUnsubscribe(ctx, channel) // forget it there: old re-subscribes its channels when it reconnects

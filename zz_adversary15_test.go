@@ -64,7 +64,7 @@ func advKeys(n int, sameSlot bool) []string {
 			continue
 		}
 		if sameSlot {
-			k = fmt.Sprintf("{adv0x}%d", i)
+			k = fmt.Sprintf("{adv3}%d", i)
 			out = append(out, k)
 			continue
 		}
@@ -78,6 +78,10 @@ func advKeys(n int, sameSlot bool) []string {
 }
 
 func advWokenAfter(t *testing.T, fault func(clusters []*redistest.Cluster), nkeys int, sameSlot bool) {
+	advWoken(t, fault, nkeys, sameSlot, false)
+}
+
+func advWoken(t *testing.T, fault func(clusters []*redistest.Cluster), nkeys int, sameSlot, relock bool) {
 	clusters, nodes := clusterVotes(t, 3, 3)
 	keys := advKeys(nkeys, sameSlot)
 	if sameSlot {
@@ -93,6 +97,9 @@ func advWokenAfter(t *testing.T, fault func(clusters []*redistest.Cluster), nkey
 	}
 	defer a.Close()
 	backoff := 10 * time.Second
+	if relock {
+		backoff = 25 * time.Second
+	}
 	b, err := New(nodes, WithRetryDelay(backoff, backoff))
 	if err != nil {
 		t.Fatal(err)
@@ -106,7 +113,7 @@ func advWokenAfter(t *testing.T, fault func(clusters []*redistest.Cluster), nkey
 	for i, k := range keys {
 		got[i] = make(chan error, 1)
 		go func() {
-			ctx, cancel := context.WithTimeout(bg, 30*time.Second)
+			ctx, cancel := context.WithTimeout(bg, 60*time.Second)
 			defer cancel()
 			lb, err := b.Lock(ctx, k, time.Minute)
 			if err == nil {
@@ -133,6 +140,11 @@ func advWokenAfter(t *testing.T, fault func(clusters []*redistest.Cluster), nkey
 			t.Logf("vote %d key %s slot %d: SHARDNUMSUB on master 0 after fault = %d", v, k, hashSlot(k), advShardNumSub(t, clusters[v], 0, shardedChannel(k)))
 		}
 	}
+	if relock {
+		for i, k := range keys {
+			ls[i] = mustLock(t, a, k, time.Minute)
+		}
+	}
 	for i, l := range ls {
 		start := time.Now()
 		if err := l.Unlock(bg); err != nil {
@@ -144,7 +156,7 @@ func advWokenAfter(t *testing.T, fault func(clusters []*redistest.Cluster), nkey
 			if time.Since(start) > backoff/2 {
 				t.Errorf("key %s: woken by backoff, not notice", keys[i])
 			}
-		case <-time.After(25 * time.Second):
+		case <-time.After(40 * time.Second):
 			t.Errorf("never")
 		}
 	}
@@ -161,3 +173,23 @@ func advClientKill(clusters []*redistest.Cluster) {
 
 func TestAdv15ClientKillTwoSlots(t *testing.T) { advWokenAfter(t, advClientKill, 2, false) }
 func TestAdv15ClientKillOneSlot(t *testing.T)  { advWokenAfter(t, advClientKill, 2, true) }
+
+func advKillRestart(clusters []*redistest.Cluster) {
+	for _, cl := range clusters {
+		cl.Masters[0].Restart()
+	}
+	for _, cl := range clusters {
+		c := cl.Masters[0].Client(nil)
+		for i := 0; i < 200; i++ {
+			info, _ := c.ClusterInfo(bg).Result()
+			if strings.Contains(info, "cluster_state:ok") {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		c.Close()
+	}
+}
+
+func TestAdv15RestartTwoSlots(t *testing.T) { advWoken(t, advKillRestart, 2, false, true) }
+func TestAdv15RestartOneSlot(t *testing.T)  { advWoken(t, advKillRestart, 2, true, true) }

@@ -573,8 +573,8 @@ var mutants = []mutant{
 	{
 		name:    "shard-subscription-stays-where-its-slot-was",
 		file:    "conn.go",
-		from:    "\t\t\tif moved { // not asked for: its slot left addr",
-		to:      "\t\t\tif moved && false {",
+		from:    "moved := !s.closed && s.where[m.Channel] == addr && !s.moving[m.Channel]",
+		to:      "moved := false && s.where[m.Channel] == addr && !s.moving[m.Channel]",
 		killers: "TestClusterVotes/a_waiter's_subscription_follows_its_slot",
 	},
 	{
