@@ -235,3 +235,27 @@ func ExampleClient_LockMulti() {
 	// account:2 alone while both are held: true
 	// keys: [account:1 account:2]
 }
+
+// Votes of any kind: each is one independent master as far as Redlock
+// counts, here two Redis Clusters (lock throughput grows with their shards)
+// and a Sentinel-managed master. Not run: it needs those servers.
+func Example_clusterAndSentinelVotes() {
+	nodes := []redis.UniversalClient{
+		redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"vote1-a:6379", "vote1-b:6379", "vote1-c:6379"}}),
+		redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"vote2-a:6379", "vote2-b:6379", "vote2-c:6379"}}),
+		redis.NewFailoverClient(&redis.FailoverOptions{MasterName: "vote3", SentinelAddrs: []string{"sentinel-a:26379", "sentinel-b:26379"}}),
+	}
+	c, err := redlock.New(nodes)
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+
+	// Keys of a multi-key lock share a hash tag on cluster votes.
+	l, err := c.LockMulti(context.Background(), []string{"{order:7}:stock", "{order:7}:invoice"}, 10*time.Second)
+	if err != nil {
+		fmt.Println("not obtained:", err)
+		return
+	}
+	defer l.Unlock(context.Background())
+}
