@@ -388,7 +388,7 @@ func shardNotices(t *testing.T, clusters []*redistest.Cluster, nodes []redis.Uni
 	go func() {
 		lb, err := b.Lock(ctx, key, time.Minute)
 		if err == nil {
-			defer lb.Unlock(bg)
+			defer func() { _ = lb.Unlock(bg) }()
 		}
 		got <- err
 	}()

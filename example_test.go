@@ -257,5 +257,5 @@ func Example_clusterAndSentinelVotes() {
 		fmt.Println("not obtained:", err)
 		return
 	}
-	defer l.Unlock(context.Background())
+	defer func() { _ = l.Unlock(context.Background()) }()
 }

@@ -607,7 +607,7 @@ func TestAMasterAtMaxmemoryIsReportedOnce(t *testing.T) {
 		settle(c)
 	}
 	ttl := scaled(300 * time.Millisecond)
-	if err := c.Do(bg, "do", ttl, func(ctx context.Context) error {
+	if err := c.Do(bg, "do", ttl, func(context.Context) error {
 		time.Sleep(ttl) // past its first extension
 		return nil
 	}); err != nil {
@@ -637,7 +637,7 @@ func TestNoTokenInAMangledResumesError(t *testing.T) {
 	a := r.client()
 	d := r.client(WithObserver(rec.observer()))
 	l := mustLock(t, a, "k", 10*time.Second)
-	defer l.Unlock(bg)
+	defer func() { _ = l.Unlock(bg) }()
 	for _, bad := range []string{l.Token() + "\n", strings.ToUpper(l.Token()), " " + l.Token()} {
 		_, err := d.Resume(bg, "k", bad, 10*time.Second)
 		if !errors.Is(err, ErrInvalidArgument) {
