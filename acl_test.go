@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-go/redlock/internal/redistest"
 )
 
 // Redis 7 ACL users, on real masters. A user made with "~* +@all" has no
@@ -262,4 +264,77 @@ func TestMinimalACLForFence(t *testing.T) {
 			}
 		})
 	}
+}
+
+// aclOnClusterVotes: on Redis Cluster votes, the library's keys share the
+// lock key's slot ({lk:…}), notices use shard channels, and the cluster
+// client reads the slot map (CLUSTER SLOTS) and the command table (COMMAND).
+var aclOnClusterVotes = append(append([]string(nil), aclWithoutNotices...),
+	"~{lk:*", "+incr", "+time", "&{*}redlock:notices:*", "+spublish", "+ssubscribe", "+sunsubscribe", "+ping",
+	"+cluster|slots", "+command")
+
+// TestMinimalACLOnClusterVotes: the README's rights for cluster votes take,
+// fence and release locks, and carry notices: a waiter whose backoff is
+// long is woken by the release.
+func TestMinimalACLOnClusterVotes(t *testing.T) {
+	var nodes, waiterNodes []redis.UniversalClient
+	var clusters []*redistest.Cluster
+	for range 3 {
+		cl := redistest.StartCluster(t, 3)
+		clusters = append(clusters, cl)
+		args := []any{"ACL", "SETUSER", "app", "reset", "on", ">pw"}
+		for _, rule := range aclOnClusterVotes {
+			args = append(args, rule)
+		}
+		for _, m := range cl.Masters {
+			a := m.Client(nil)
+			if err := a.Do(bg, args...).Err(); err != nil {
+				t.Fatalf("%v: %v", args, err)
+			}
+			_ = a.Close()
+		}
+		for _, to := range []*[]redis.UniversalClient{&nodes, &waiterNodes} {
+			cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), Username: "app", Password: "pw"})
+			t.Cleanup(func() { _ = cc.Close() })
+			*to = append(*to, cc)
+		}
+	}
+	slow := WithRetryDelay(scaled(10*time.Second), scaled(10*time.Second))
+	c, err := New(nodes, slow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	holder, err := c.TryLock(bg, "lk:a", 10*time.Second)
+	if err != nil {
+		t.Fatalf("TryLock: %v", err)
+	}
+	if _, err := holder.Fence(bg); err != nil {
+		t.Fatalf("Fence: %v", err)
+	}
+	w, err := New(waiterNodes, slow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	got := make(chan error, 1)
+	go func() {
+		l, err := w.Lock(bg, "lk:a", 10*time.Second)
+		if err == nil {
+			err = l.Unlock(bg)
+		}
+		got <- err
+	}()
+	within(t, scaled(5*time.Second), "the waiter's subscriptions", func() bool {
+		for v := range clusters {
+			for shardSubscribers(t, clusters, v, shardOf(hashSlot("lk:a"), 3), "lk:a") == 0 {
+				time.Sleep(time.Millisecond) // no signal for another client's SSUBSCRIBE
+			}
+		}
+		return true
+	})
+	if err := holder.Unlock(bg); err != nil {
+		t.Fatalf("Unlock: %v", err)
+	}
+	awaitLock(t, got, "the waiter did not wake on the release notice") // its backoff is 10 s
 }
