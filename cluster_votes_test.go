@@ -67,6 +67,9 @@ func TestClusterVotes(t *testing.T) {
 	t.Run("a waiter's subscription follows its slot", func(t *testing.T) {
 		shardNotices(t, clusters, nodes, shards, "follows", 1)
 	})
+	t.Run("a waiter's subscriptions survive a reconnect", func(t *testing.T) {
+		shardReconnect(t, clusters, nodes, shards)
+	})
 	t.Run("keys whose library keys cannot share their slot are refused", func(t *testing.T) {
 		unslottableKeys(t, nodes)
 	})
@@ -445,5 +448,149 @@ func shardNotices(t *testing.T, clusters []*redistest.Cluster, nodes []redis.Uni
 		}
 	case <-time.After(2 * backoff):
 		t.Fatal("the waiter never got the key")
+	}
+}
+
+// shardSubscribers is how many subscribers the shard channel of key has
+// on master of vote.
+func shardSubscribers(t *testing.T, clusters []*redistest.Cluster, vote, master int, key string) int64 {
+	t.Helper()
+	c := clusters[vote].Masters[master].Client(nil)
+	defer c.Close()
+	v, err := c.Do(bg, "PUBSUB", "SHARDNUMSUB", shardedChannel(key)).Slice()
+	if err != nil || len(v) != 2 {
+		t.Fatalf("PUBSUB SHARDNUMSUB: %v %v", v, err)
+	}
+	n, _ := v[1].(int64)
+	return n
+}
+
+// shardReconnect: a waiter watches two keys in two slots of one master of
+// every vote; the master drops its pub/sub connections (CLIENT KILL), and
+// the waiter's Client subscribes both again (go-redis re-subscribes a
+// PubSub's channels with one SSUBSCRIBE, refused across slots: one PubSub
+// per slot). The holder's Unlocks then reach the waiter by notice.
+func shardReconnect(t *testing.T, clusters []*redistest.Cluster, nodes []redis.UniversalClient, shards int) {
+	var keys []string
+	for i := 0; len(keys) < 2; i++ {
+		k := fmt.Sprintf("rc%d", i)
+		if shardOf(hashSlot(k), shards) == 0 && (len(keys) == 0 || hashSlot(k) != hashSlot(keys[0])) {
+			keys = append(keys, k)
+		}
+	}
+	a, err := New(nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	backoff := scaled(10 * time.Second)
+	b, err := New(nodes, WithRetryDelay(backoff, backoff))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx, cancel := context.WithTimeout(bg, 2*backoff)
+	defer cancel()
+	var held []*Lock
+	got := make(chan error, len(keys))
+	for _, k := range keys {
+		held = append(held, mustLock(t, a, k, time.Minute))
+		go func() {
+			lb, err := b.Lock(ctx, k, time.Minute)
+			if err == nil {
+				defer func() { _ = lb.Unlock(bg) }()
+			}
+			got <- err
+		}()
+	}
+	awaitSubscribed := func() {
+		t.Helper()
+		deadline := time.Now().Add(scaled(5 * time.Second))
+		for v := range clusters {
+			for _, k := range keys {
+				for shardSubscribers(t, clusters, v, 0, k) == 0 {
+					if time.Now().After(deadline) {
+						t.Fatalf("vote %d: no subscriber of %q on master 0", v, shardedChannel(k))
+					}
+					time.Sleep(5 * time.Millisecond) // the subscription sends no signal the test can wait on
+				}
+			}
+		}
+	}
+	awaitSubscribed()
+	for _, cl := range clusters {
+		c := cl.Masters[0].Client(nil)
+		if err := c.Do(bg, "CLIENT", "KILL", "TYPE", "pubsub").Err(); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.Close()
+	}
+	awaitSubscribed()
+	start := time.Now()
+	for _, l := range held {
+		if err := l.Unlock(bg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range keys {
+		select {
+		case err := <-got:
+			if err != nil {
+				t.Fatalf("the waiter's Lock: %v", err)
+			}
+		case <-time.After(2 * backoff):
+			t.Fatal("the waiter never got the key")
+		}
+	}
+	if d := time.Since(start); d > backoff/2 {
+		t.Fatalf("the waiter got the keys %v after Unlock: by its backoff (%v), not by notices", d, backoff)
+	}
+}
+
+// TestShardSubsUnsubscribeThenSubscribe: a channel unsubscribed and at once
+// subscribed again stays subscribed: the reply to the unsubscribe, which
+// comes after, is the Client's own, not a slot that moved.
+func TestShardSubsUnsubscribeThenSubscribe(t *testing.T) {
+	cl := redistest.StartCluster(t, 3)
+	s := newShardSubs(cl.Client())
+	events := make(chan subEvent, 16)
+	go s.run(func(e subEvent) { events <- e })
+	defer s.close()
+	a, b := shardedChannel("{t}a"), shardedChannel("{t}b") // one slot, one PubSub
+	expect := func(kind subKind, channel string) {
+		t.Helper()
+		select {
+		case e := <-events:
+			if e.kind != kind || e.channel != channel {
+				t.Fatalf("event %+v, want kind %d on %q", e, kind, channel)
+			}
+		case <-time.After(scaled(5 * time.Second)):
+			t.Fatalf("no event (want kind %d on %q)", kind, channel)
+		}
+	}
+	for _, ch := range []string{a, b} {
+		if err := s.subscribe(bg, ch); err != nil {
+			t.Fatal(err)
+		}
+		expect(subConfirmed, ch)
+	}
+	if err := s.unsubscribe(bg, a); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.subscribe(bg, a); err != nil {
+		t.Fatal(err)
+	}
+	expect(subEnded, a)
+	expect(subConfirmed, a)
+	s.mu.Lock()
+	moving := s.slots[hashSlot(a)].moving
+	s.mu.Unlock()
+	if moving {
+		t.Fatal("the reply to its own SUNSUBSCRIBE was taken for a slot that moved")
+	}
+	master := cl.Masters[shardOf(hashSlot(a), 3)].Client(nil)
+	defer master.Close()
+	if v, err := master.Do(bg, "PUBSUB", "SHARDNUMSUB", a).Slice(); err != nil || len(v) != 2 || v[1] != int64(1) {
+		t.Fatalf("PUBSUB SHARDNUMSUB %s = %v (%v), want 1", a, v, err)
 	}
 }

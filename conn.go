@@ -7,6 +7,8 @@ package redlock
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -123,26 +125,55 @@ func (s goRedisSub) run(deliver func(subEvent)) {
 func (s goRedisSub) close() error { return s.ps.Close() }
 
 // shardSubs subscribes to shard channels (SSUBSCRIBE) on a Redis Cluster:
-// one go-redis PubSub per master, since a PubSub is bound to the node of
-// the first channel it subscribed (and re-subscribes all of its channels
-// there when its connection breaks), and a node takes SSUBSCRIBE only for
-// its own slots. A slot that moves to another master ends its channels'
-// subscriptions there (the server sends SUNSUBSCRIBE); a channel still
-// wanted is then subscribed again on the slot's new master.
+// one go-redis PubSub per hash slot of the channels wanted. A PubSub is
+// bound to the node of the first channel it subscribed, and when its
+// connection breaks go-redis subscribes all of its channels again with one
+// SSUBSCRIBE, which a master refuses (CROSSSLOT) unless they share a slot:
+// so one slot per PubSub. A slot that moves to another master ends its
+// channels' subscriptions there (the server sends SUNSUBSCRIBE); the slot's
+// channels are then subscribed again on a new PubSub, which connects to
+// the slot's new master once the cluster client has learned of the move.
 type shardSubs struct {
 	c      *redis.ClusterClient
 	events chan subEvent // every PubSub's, to run
 	wg     sync.WaitGroup
 
 	mu     sync.Mutex
-	byAddr map[string]*redis.PubSub // per master
-	where  map[string]string        // a wanted channel's master
-	moving map[string]bool          // wanted channels whose slot left their master: resubscribe runs
+	slots  map[int]*slotSub
 	closed bool
 }
 
+// slotSub is one slot's PubSub and its channels.
+type slotSub struct {
+	ps       *redis.PubSub
+	addr     string          // the master it was made for
+	channels map[string]bool // wanted
+	unsubs   map[string]int  // SUNSUBSCRIBEs sent whose replies are still to come
+	moving   bool            // its slot left addr: resubscribe runs
+}
+
 func newShardSubs(c *redis.ClusterClient) *shardSubs {
-	return &shardSubs{c: c, events: make(chan subEvent), byAddr: map[string]*redis.PubSub{}, where: map[string]string{}, moving: map[string]bool{}}
+	return &shardSubs{c: c, events: make(chan subEvent), slots: map[int]*slotSub{}}
+}
+
+// newSlotSub makes a PubSub for slot, on the master addr, and subscribes
+// it to channels; its events are forwarded from then on. Called with s.mu
+// held; the SSUBSCRIBE goes out without it (started).
+func (s *shardSubs) newSlotSub(slot int, addr string, channels map[string]bool) (ss *slotSub, started func(ctx context.Context) error) {
+	ss = &slotSub{ps: s.c.SSubscribe(context.Background()), addr: addr, channels: channels, unsubs: map[string]int{}}
+	s.slots[slot] = ss
+	s.wg.Add(1) // under mu, before close can Wait
+	return ss, func(ctx context.Context) error {
+		// Before its first read: a PubSub connects to the node of the
+		// channels it is first asked for, a random one when a read comes
+		// first.
+		var err error
+		if len(channels) > 0 {
+			err = ss.ps.SSubscribe(ctx, slices.Collect(maps.Keys(channels))...)
+		}
+		go s.forward(ss, slot)
+		return err
+	}
 }
 
 func (s *shardSubs) subscribe(ctx context.Context, channel string) error {
@@ -150,46 +181,54 @@ func (s *shardSubs) subscribe(ctx context.Context, channel string) error {
 	if err != nil {
 		return err
 	}
-	addr := m.Options().Addr
+	slot := hashSlot(channel)
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		return redis.ErrClosed
 	}
-	s.where[channel] = addr
-	ps, started := s.byAddr[addr]
-	if !started {
-		// Not read before its first SSUBSCRIBE: a PubSub connects to the
-		// node of the channels it is first asked for, a random one when
-		// a read comes first.
-		ps = s.c.SSubscribe(context.Background())
-		s.byAddr[addr] = ps
-		s.wg.Add(1) // under mu, before close can Wait
+	ss := s.slots[slot]
+	if ss == nil {
+		_, start := s.newSlotSub(slot, m.Options().Addr, map[string]bool{channel: true})
+		s.mu.Unlock()
+		return start(ctx)
 	}
+	ss.channels[channel] = true
+	moving := ss.moving
 	s.mu.Unlock()
-	err = ps.SSubscribe(ctx, channel)
-	if !started {
-		go s.forward(ps, addr)
+	if moving {
+		return nil // resubscribe subscribes it with the rest
 	}
-	return err
+	return ss.ps.SSubscribe(ctx, channel)
 }
 
 func (s *shardSubs) unsubscribe(ctx context.Context, channel string) error {
+	slot := hashSlot(channel)
 	s.mu.Lock()
-	addr, ok := s.where[channel]
-	delete(s.where, channel)
-	ps := s.byAddr[addr]
-	s.mu.Unlock()
-	if !ok || ps == nil {
+	ss := s.slots[slot]
+	if ss == nil || !ss.channels[channel] {
+		s.mu.Unlock()
 		return nil
 	}
-	return ps.SUnsubscribe(ctx, channel)
+	delete(ss.channels, channel)
+	if ss.moving {
+		s.mu.Unlock()
+		return nil // not subscribed again
+	}
+	if len(ss.channels) == 0 { // the slot's last: its connection goes
+		delete(s.slots, slot)
+		s.mu.Unlock()
+		return ss.ps.Close()
+	}
+	ss.unsubs[channel]++
+	s.mu.Unlock()
+	return ss.ps.SUnsubscribe(ctx, channel)
 }
 
-// forward passes the events of addr's PubSub on to run, until it closes.
-func (s *shardSubs) forward(ps *redis.PubSub, addr string) {
+// forward passes the events of slot's PubSub ss on to run, until it closes.
+func (s *shardSubs) forward(ss *slotSub, slot int) {
 	defer s.wg.Done()
-	for m := range ps.ChannelWithSubscriptions() {
+	for m := range ss.ps.ChannelWithSubscriptions() {
 		switch m := m.(type) {
 		case *redis.Subscription:
 			if m.Kind == "ssubscribe" {
@@ -198,16 +237,20 @@ func (s *shardSubs) forward(ps *redis.PubSub, addr string) {
 			}
 			s.events <- subEvent{kind: subEnded, channel: m.Channel}
 			s.mu.Lock()
-			// Not asked for: its slot left addr. (The echo of resubscribe's
-			// own SUNSUBSCRIBE finds it moving already.)
-			moved := !s.closed && s.where[m.Channel] == addr && !s.moving[m.Channel]
-			if moved {
-				s.moving[m.Channel] = true
+			moved := false
+			switch {
+			case s.closed || s.slots[slot] != ss: // replaced: its events mean nothing more
+			case ss.unsubs[m.Channel] > 0: // the reply to an unsubscribe of ours
+				if ss.unsubs[m.Channel]--; ss.unsubs[m.Channel] == 0 {
+					delete(ss.unsubs, m.Channel)
+				}
+			case ss.channels[m.Channel] && !ss.moving: // not asked for: the slot left addr
+				ss.moving, moved = true, true
 				s.wg.Add(1)
 			}
 			s.mu.Unlock()
 			if moved {
-				go s.resubscribe(ps, addr, m.Channel)
+				go s.resubscribe(ss, slot, m.Channel)
 			}
 		case *redis.Message:
 			s.events <- subEvent{kind: subMessage, channel: m.Channel, payload: m.Payload}
@@ -215,35 +258,44 @@ func (s *shardSubs) forward(ps *redis.PubSub, addr string) {
 	}
 }
 
-// resubscribe subscribes channel again on the master its slot moved to,
-// once the cluster client has learned of the move.
-func (s *shardSubs) resubscribe(old *redis.PubSub, addr, channel string) {
+// resubscribe replaces old, whose slot left its master, with a new PubSub
+// for the slot's channels, once the cluster client names another master
+// for the slot (or after ten seconds, whichever it names then).
+func (s *shardSubs) resubscribe(old *slotSub, slot int, channel string) {
 	defer s.wg.Done()
-	defer func() {
-		s.mu.Lock()
-		delete(s.moving, channel)
-		s.mu.Unlock()
-	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_ = old.SUnsubscribe(ctx, channel) // forget it there: old re-subscribes its channels when it reconnects
-	for wait := 10 * time.Millisecond; ctx.Err() == nil; wait = min(2*wait, time.Second) {
+	addr := old.addr
+	for wait := 10 * time.Millisecond; ; wait = min(2*wait, time.Second) {
 		s.c.ReloadState(ctx)
 		m, err := s.c.MasterForKey(ctx, channel)
-		s.mu.Lock()
-		wanted := !s.closed && s.where[channel] == addr
-		s.mu.Unlock()
-		if !wanted {
-			return // unsubscribed, or subscribed again, meanwhile
+		if err == nil {
+			addr = m.Options().Addr
 		}
-		if err == nil && m.Options().Addr != addr {
-			_ = s.subscribe(ctx, channel)
-			return
+		if addr != old.addr || ctx.Err() != nil {
+			break
 		}
 		select {
 		case <-ctx.Done():
 		case <-time.After(wait):
 		}
+	}
+	s.mu.Lock()
+	if s.closed || s.slots[slot] != old {
+		s.mu.Unlock()
+		return
+	}
+	delete(s.slots, slot)
+	var start func(context.Context) error
+	if len(old.channels) > 0 {
+		_, start = s.newSlotSub(slot, addr, old.channels)
+	}
+	s.mu.Unlock()
+	_ = old.ps.Close()
+	if start != nil {
+		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer scancel()
+		_ = start(sctx)
 	}
 }
 
@@ -256,11 +308,11 @@ func (s *shardSubs) run(deliver func(subEvent)) {
 func (s *shardSubs) close() error {
 	s.mu.Lock()
 	s.closed = true
-	subs := s.byAddr
-	s.byAddr = map[string]*redis.PubSub{}
+	subs := s.slots
+	s.slots = map[int]*slotSub{}
 	s.mu.Unlock()
-	for _, ps := range subs {
-		_ = ps.Close()
+	for _, ss := range subs {
+		_ = ss.ps.Close()
 	}
 	s.wg.Wait()
 	close(s.events)

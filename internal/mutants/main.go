@@ -573,8 +573,8 @@ var mutants = []mutant{
 	{
 		name:    "shard-subscription-stays-where-its-slot-was",
 		file:    "conn.go",
-		from:    "moved := !s.closed && s.where[m.Channel] == addr && !s.moving[m.Channel]",
-		to:      "moved := false && s.where[m.Channel] == addr && !s.moving[m.Channel]",
+		from:    "case ss.channels[m.Channel] && !ss.moving: // not asked for: the slot left addr",
+		to:      "case false && ss.channels[m.Channel] && !ss.moving:",
 		killers: "TestClusterVotes/a_waiter's_subscription_follows_its_slot",
 	},
 	{
@@ -583,6 +583,20 @@ var mutants = []mutant{
 		from:    "ch != \"\" && n.isCluster() {",
 		to:      "ch != \"\" && false {",
 		killers: "TestClusterVotes/notices_travel_on_shard_channels",
+	},
+	{
+		name:    "shard-subscriptions-share-a-pubsub-across-slots",
+		file:    "conn.go",
+		from:    "\tslot := hashSlot(channel)\n\ts.mu.Lock()\n\tif s.closed {",
+		to:      "\tslot := hashSlot(channel) % 3\n\ts.mu.Lock()\n\tif s.closed {",
+		killers: "TestClusterVotes/a_waiter's_subscriptions_survive_a_reconnect",
+	},
+	{
+		name:    "own-sunsubscribe-read-as-a-slot-move",
+		file:    "conn.go",
+		from:    "\tss.unsubs[channel]++\n",
+		to:      "\n",
+		killers: "TestShardSubsUnsubscribeThenSubscribe",
 	},
 }
 
