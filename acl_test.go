@@ -151,32 +151,9 @@ func TestMinimalACLWithoutNotices(t *testing.T) {
 // another Client wakes on the release notice, long before its backoff.
 func TestMinimalACLWithNotices(t *testing.T) {
 	r := startReal(t, 5)
-	nodes := r.aclClients("app", aclWithNotices...)
-	slow := WithRetryDelay(scaled(5*time.Second), scaled(5*time.Second))
-	c, err := New(nodes, slow)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	holder, err := c.TryLock(bg, "lk:a", 10*time.Second)
-	if err != nil {
-		t.Fatalf("TryLock: %v", err)
-	}
-	w, err := New(r.aclClients("app", aclWithNotices...), slow)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	got := make(chan error, 1)
-	go func() {
-		_, err := w.Lock(bg, "lk:a", 10*time.Second)
-		got <- err
-	}()
-	subscribed(t, r, "redlock:notices:lk:a")
-	if err := holder.Unlock(bg); err != nil {
-		t.Fatalf("Unlock: %v", err)
-	}
-	awaitLock(t, got, "the waiter did not wake on the release notice") // its backoff is 5 s
+	wokenByRelease(t, r.aclClients("app", aclWithNotices...), r.aclClients("app", aclWithNotices...), nil, func() {
+		subscribed(t, r, "redlock:notices:lk:a")
+	})
 	for i, a := range r.admin {
 		if n := refusedPublishes(t, a); n != 0 {
 			t.Errorf("node %d refused %d notices under the minimal ACL with notices", i, n)
@@ -299,6 +276,29 @@ func TestMinimalACLOnClusterVotes(t *testing.T) {
 			*to = append(*to, cc)
 		}
 	}
+	wokenByRelease(t, nodes, waiterNodes, func(l *Lock) {
+		if _, err := l.Fence(bg); err != nil {
+			t.Fatalf("Fence: %v", err)
+		}
+	}, func() {
+		within(t, scaled(5*time.Second), "the waiter's subscriptions", func() bool {
+			for v := range clusters {
+				for shardSubscribers(t, clusters, v, shardOf(hashSlot("lk:a"), 3), "lk:a") == 0 {
+					time.Sleep(time.Millisecond) // no signal for another client's SSUBSCRIBE
+				}
+			}
+			return true
+		})
+	})
+}
+
+// wokenByRelease takes "lk:a" through a Client on nodes (and runs with on
+// the lock, when not nil), starts a Lock of it through a Client on
+// waiterNodes whose backoff is long, waits until subscribed says the waiter
+// listens, and fails unless the Unlock wakes the waiter long before its
+// backoff.
+func wokenByRelease(t *testing.T, nodes, waiterNodes []redis.UniversalClient, with func(*Lock), subscribed func()) {
+	t.Helper()
 	slow := WithRetryDelay(scaled(10*time.Second), scaled(10*time.Second))
 	c, err := New(nodes, slow)
 	if err != nil {
@@ -309,8 +309,8 @@ func TestMinimalACLOnClusterVotes(t *testing.T) {
 	if err != nil {
 		t.Fatalf("TryLock: %v", err)
 	}
-	if _, err := holder.Fence(bg); err != nil {
-		t.Fatalf("Fence: %v", err)
+	if with != nil {
+		with(holder)
 	}
 	w, err := New(waiterNodes, slow)
 	if err != nil {
@@ -325,14 +325,7 @@ func TestMinimalACLOnClusterVotes(t *testing.T) {
 		}
 		got <- err
 	}()
-	within(t, scaled(5*time.Second), "the waiter's subscriptions", func() bool {
-		for v := range clusters {
-			for shardSubscribers(t, clusters, v, shardOf(hashSlot("lk:a"), 3), "lk:a") == 0 {
-				time.Sleep(time.Millisecond) // no signal for another client's SSUBSCRIBE
-			}
-		}
-		return true
-	})
+	subscribed()
 	if err := holder.Unlock(bg); err != nil {
 		t.Fatalf("Unlock: %v", err)
 	}

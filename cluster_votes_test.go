@@ -373,17 +373,7 @@ func unslottableKeys(t *testing.T, nodes []redis.UniversalClient) {
 // it. The holder's Unlock then reaches the waiter by notice, long before
 // its backoff.
 func shardNotices(t *testing.T, clusters []*redistest.Cluster, nodes []redis.UniversalClient, shards int, key string, migrate int) {
-	a, err := New(nodes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	backoff := scaled(10 * time.Second)
-	b, err := New(nodes, WithRetryDelay(backoff, backoff))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	a, b, backoff := holderAndSlowWaiter(t, nodes)
 	l := mustLock(t, a, key, time.Minute)
 	ctx, cancel := context.WithTimeout(bg, 2*backoff)
 	defer cancel()
@@ -395,21 +385,11 @@ func shardNotices(t *testing.T, clusters []*redistest.Cluster, nodes []redis.Uni
 		}
 		got <- err
 	}()
-	shardSubscribers := func(vote, master int) int64 {
-		c := clusters[vote].Masters[master].Client(nil)
-		defer c.Close()
-		v, err := c.Do(bg, "PUBSUB", "SHARDNUMSUB", shardedChannel(key)).Slice()
-		if err != nil || len(v) != 2 {
-			t.Fatalf("PUBSUB SHARDNUMSUB: %v %v", v, err)
-		}
-		n, _ := v[1].(int64)
-		return n
-	}
 	home := shardOf(hashSlot(key), shards)
 	awaitSubscribed := func(vote, master int) {
 		t.Helper()
 		deadline := time.Now().Add(scaled(5 * time.Second))
-		for shardSubscribers(vote, master) == 0 {
+		for shardSubscribers(t, clusters, vote, master, key) == 0 {
 			if time.Now().After(deadline) {
 				t.Fatalf("vote %d: no subscriber of %q on master %d, which serves its key", vote, shardedChannel(key), master)
 			}
@@ -478,17 +458,7 @@ func shardReconnect(t *testing.T, clusters []*redistest.Cluster, nodes []redis.U
 			keys = append(keys, k)
 		}
 	}
-	a, err := New(nodes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	backoff := scaled(10 * time.Second)
-	b, err := New(nodes, WithRetryDelay(backoff, backoff))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	a, b, backoff := holderAndSlowWaiter(t, nodes)
 	ctx, cancel := context.WithTimeout(bg, 2*backoff)
 	defer cancel()
 	var held []*Lock
@@ -593,4 +563,25 @@ func TestShardSubsUnsubscribeThenSubscribe(t *testing.T) {
 	if v, err := master.Do(bg, "PUBSUB", "SHARDNUMSUB", a).Slice(); err != nil || len(v) != 2 || v[1] != int64(1) {
 		t.Fatalf("PUBSUB SHARDNUMSUB %s = %v (%v), want 1", a, v, err)
 	}
+}
+
+// holderAndSlowWaiter returns two Clients on nodes, closed when the test
+// ends: a holder's, and a waiter's whose every backoff is backoff, long
+// enough that a wait which ends sooner was ended by a notice.
+func holderAndSlowWaiter(t *testing.T, nodes []redis.UniversalClient) (a, b *Client, backoff time.Duration) {
+	t.Helper()
+	backoff = scaled(10 * time.Second)
+	for i, opts := range [][]Option{nil, {WithRetryDelay(backoff, backoff)}} {
+		c, err := New(nodes, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		if i == 0 {
+			a = c
+		} else {
+			b = c
+		}
+	}
+	return a, b, backoff
 }
