@@ -129,59 +129,78 @@ func (s goRedisSub) close() error { return s.ps.Close() }
 // bound to the node of the first channel it subscribed, and when its
 // connection breaks go-redis subscribes all of its channels again with one
 // SSUBSCRIBE, which a master refuses (CROSSSLOT) unless they share a slot:
-// so one slot per PubSub. A slot that moves to another master ends its
-// channels' subscriptions there (the server sends SUNSUBSCRIBE); the slot's
-// channels are then subscribed again on a new PubSub, which connects to
-// the slot's new master once the cluster client has learned of the move.
+// so one slot per PubSub.
+//
+// go-redis follows no MOVED on a PubSub: a subscription sent to a master
+// that no longer serves the slot (the cluster client's view was out of
+// date, the slot moved twice) is refused and never confirmed, and a slot
+// that moves away ends its channels' subscriptions (the server sends
+// SUNSUBSCRIBE). So the confirmations are the truth: every channel asked
+// for must be confirmed within confirmWithin, or audit replaces the slot's
+// PubSub with a new one on the master the cluster client names then
+// (asking it to reload its view), again and again, with a growing pause,
+// until the master confirms.
 type shardSubs struct {
 	c      *redis.ClusterClient
 	events chan subEvent // every PubSub's, to run
 	wg     sync.WaitGroup
+	stop   chan struct{} // closed by close: audit ends
 
-	mu     sync.Mutex
-	slots  map[int]*slotSub
-	closed bool
+	mu      sync.Mutex
+	slots   map[int]*slotSub
+	auditOn bool
+	closed  bool
 }
 
-// slotSub is one slot's PubSub and its channels.
+// slotSub is one slot's PubSub and its channels; a new one replaces it.
 type slotSub struct {
-	ps       *redis.PubSub
-	addr     string          // the master it was made for
-	channels map[string]bool // wanted
-	unsubs   map[string]int  // SUNSUBSCRIBEs sent whose replies are still to come
-	moving   bool            // its slot left addr: resubscribe runs
+	ps        *redis.PubSub
+	wanted    map[string]time.Time // channel → when it was asked for on ps
+	confirmed map[string]bool      // by ps's master
+	rebuilds  int                  // replacements in a row without every confirmation
+	next      time.Time            // not replaced before
 }
+
+const (
+	confirmWithin = 500 * time.Millisecond // a subscription's confirmation is late after this
+	auditEvery    = 250 * time.Millisecond
+	maxRebuildGap = 10 * time.Second
+)
 
 func newShardSubs(c *redis.ClusterClient) *shardSubs {
-	return &shardSubs{c: c, events: make(chan subEvent), slots: map[int]*slotSub{}}
+	return &shardSubs{c: c, events: make(chan subEvent), stop: make(chan struct{}), slots: map[int]*slotSub{}}
 }
 
-// newSlotSub makes a PubSub for slot, on the master addr, and subscribes
-// it to channels; its events are forwarded from then on. Called with s.mu
-// held; the SSUBSCRIBE goes out without it (started).
-func (s *shardSubs) newSlotSub(slot int, addr string, channels map[string]bool) (ss *slotSub, started func(ctx context.Context) error) {
-	ss = &slotSub{ps: s.c.SSubscribe(context.Background()), addr: addr, channels: channels, unsubs: map[string]int{}}
+// newSlotSub makes slot's PubSub for channels and registers its forwarder;
+// open sends the SSUBSCRIBE. Called with s.mu held.
+func (s *shardSubs) newSlotSub(slot int, channels []string, rebuilds int) *slotSub {
+	now := time.Now()
+	ss := &slotSub{ps: s.c.SSubscribe(context.Background()), wanted: map[string]time.Time{}, confirmed: map[string]bool{}, rebuilds: rebuilds}
+	for _, ch := range channels {
+		ss.wanted[ch] = now
+	}
+	ss.next = now.Add(min(confirmWithin<<min(rebuilds, 5), maxRebuildGap))
 	s.slots[slot] = ss
 	s.wg.Add(1) // under mu, before close can Wait
-	return ss, func(ctx context.Context) error {
-		// Before its first read: a PubSub connects to the node of the
-		// channels it is first asked for, a random one when a read comes
-		// first.
-		var err error
-		if len(channels) > 0 {
-			err = ss.ps.SSubscribe(ctx, slices.Collect(maps.Keys(channels))...)
-		}
-		go s.forward(ss, slot)
-		return err
+	if !s.auditOn {
+		s.auditOn = true
+		s.wg.Add(1)
+		go s.audit()
 	}
+	return ss
+}
+
+// open subscribes ss's PubSub to channels, then forwards its events. Its
+// first read must come after its first SSUBSCRIBE: a PubSub connects to the
+// node of the channels it is first asked for, a random one otherwise.
+func (s *shardSubs) open(ctx context.Context, ss *slotSub, slot int, channels []string) error {
+	err := ss.ps.SSubscribe(ctx, channels...)
+	go s.forward(ss, slot)
+	return err
 }
 
 func (s *shardSubs) subscribe(ctx context.Context, channel string) error {
-	m, err := s.c.MasterForKey(ctx, channel) // the channel is in its key's slot
-	if err != nil {
-		return err
-	}
-	slot := hashSlot(channel)
+	slot := hashSlot(channel) // the channel is in its key's slot
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -189,16 +208,12 @@ func (s *shardSubs) subscribe(ctx context.Context, channel string) error {
 	}
 	ss := s.slots[slot]
 	if ss == nil {
-		_, start := s.newSlotSub(slot, m.Options().Addr, map[string]bool{channel: true})
+		ss = s.newSlotSub(slot, []string{channel}, 0)
 		s.mu.Unlock()
-		return start(ctx)
+		return s.open(ctx, ss, slot, []string{channel})
 	}
-	ss.channels[channel] = true
-	moving := ss.moving
+	ss.wanted[channel] = time.Now()
 	s.mu.Unlock()
-	if moving {
-		return nil // resubscribe subscribes it with the rest
-	}
 	return ss.ps.SSubscribe(ctx, channel)
 }
 
@@ -206,96 +221,105 @@ func (s *shardSubs) unsubscribe(ctx context.Context, channel string) error {
 	slot := hashSlot(channel)
 	s.mu.Lock()
 	ss := s.slots[slot]
-	if ss == nil || !ss.channels[channel] {
+	if ss == nil {
 		s.mu.Unlock()
 		return nil
 	}
-	delete(ss.channels, channel)
-	if ss.moving {
-		s.mu.Unlock()
-		return nil // not subscribed again
-	}
-	if len(ss.channels) == 0 { // the slot's last: its connection goes
+	delete(ss.wanted, channel)
+	delete(ss.confirmed, channel)
+	if len(ss.wanted) == 0 { // the slot's last: its connection goes
 		delete(s.slots, slot)
 		s.mu.Unlock()
 		return ss.ps.Close()
 	}
-	ss.unsubs[channel]++
 	s.mu.Unlock()
 	return ss.ps.SUnsubscribe(ctx, channel)
 }
 
-// forward passes the events of slot's PubSub ss on to run, until it closes.
+// forward passes the events of ss's PubSub on to run, until it closes, and
+// records its confirmations.
 func (s *shardSubs) forward(ss *slotSub, slot int) {
 	defer s.wg.Done()
 	for m := range ss.ps.ChannelWithSubscriptions() {
 		switch m := m.(type) {
 		case *redis.Subscription:
-			if m.Kind == "ssubscribe" {
-				s.events <- subEvent{kind: subConfirmed, channel: m.Channel}
-				continue
-			}
-			s.events <- subEvent{kind: subEnded, channel: m.Channel}
+			on := m.Kind == "ssubscribe"
 			s.mu.Lock()
-			moved := false
-			switch {
-			case s.closed || s.slots[slot] != ss: // replaced: its events mean nothing more
-			case ss.unsubs[m.Channel] > 0: // the reply to an unsubscribe of ours
-				if ss.unsubs[m.Channel]--; ss.unsubs[m.Channel] == 0 {
-					delete(ss.unsubs, m.Channel)
+			if _, wanted := ss.wanted[m.Channel]; wanted && s.slots[slot] == ss {
+				switch {
+				case on:
+					ss.confirmed[m.Channel] = true
+					if len(ss.confirmed) == len(ss.wanted) {
+						ss.rebuilds = 0
+					}
+				default:
+					// Ended, though wanted: the reply to an unsubscribe
+					// of ours followed at once by a subscribe, whose
+					// confirmation comes next, or a master that lost the
+					// slot. Either way it must be confirmed again.
+					delete(ss.confirmed, m.Channel)
+					ss.wanted[m.Channel] = time.Now()
 				}
-			case ss.channels[m.Channel] && !ss.moving: // not asked for: the slot left addr
-				ss.moving, moved = true, true
-				s.wg.Add(1)
 			}
 			s.mu.Unlock()
-			if moved {
-				go s.resubscribe(ss, slot, m.Channel)
+			kind := subEnded
+			if on {
+				kind = subConfirmed
 			}
+			s.events <- subEvent{kind: kind, channel: m.Channel}
 		case *redis.Message:
 			s.events <- subEvent{kind: subMessage, channel: m.Channel, payload: m.Payload}
 		}
 	}
 }
 
-// resubscribe replaces old, whose slot left its master, with a new PubSub
-// for the slot's channels, once the cluster client names another master
-// for the slot (or after ten seconds, whichever it names then).
-func (s *shardSubs) resubscribe(old *slotSub, slot int, channel string) {
+// audit replaces, every auditEvery, the PubSub of each slot whose
+// channels are not all confirmed confirmWithin after they were asked for
+// (a SUNSUBSCRIBE sent by a master the slot left counts as asked then).
+func (s *shardSubs) audit() {
 	defer s.wg.Done()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	addr := old.addr
-	for wait := 10 * time.Millisecond; ; wait = min(2*wait, time.Second) {
-		s.c.ReloadState(ctx)
-		m, err := s.c.MasterForKey(ctx, channel)
-		if err == nil {
-			addr = m.Options().Addr
-		}
-		if addr != old.addr || ctx.Err() != nil {
-			break
-		}
+	t := time.NewTicker(auditEvery)
+	defer t.Stop()
+	for {
 		select {
-		case <-ctx.Done():
-		case <-time.After(wait):
+		case <-s.stop:
+			return
+		case <-t.C:
 		}
-	}
-	s.mu.Lock()
-	if s.closed || s.slots[slot] != old {
+		now := time.Now()
+		type stale struct {
+			slot     int
+			old      *slotSub
+			channels []string
+		}
+		var due []stale
+		s.mu.Lock()
+		for slot, ss := range s.slots {
+			if now.Before(ss.next) {
+				continue
+			}
+			for ch, at := range ss.wanted {
+				if !ss.confirmed[ch] && now.Sub(at) > confirmWithin {
+					due = append(due, stale{slot, ss, slices.Collect(maps.Keys(ss.wanted))})
+					break
+				}
+			}
+		}
 		s.mu.Unlock()
-		return
-	}
-	delete(s.slots, slot)
-	var start func(context.Context) error
-	if len(old.channels) > 0 {
-		_, start = s.newSlotSub(slot, addr, old.channels)
-	}
-	s.mu.Unlock()
-	_ = old.ps.Close()
-	if start != nil {
-		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer scancel()
-		_ = start(sctx)
+		for _, d := range due {
+			s.c.ReloadState(context.Background()) // for the next round, when this one's view is old too
+			s.mu.Lock()
+			if s.closed || s.slots[d.slot] != d.old {
+				s.mu.Unlock()
+				continue
+			}
+			ss := s.newSlotSub(d.slot, d.channels, d.old.rebuilds+1)
+			s.mu.Unlock()
+			_ = d.old.ps.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), confirmWithin)
+			_ = s.open(ctx, ss, d.slot, d.channels)
+			cancel()
+		}
 	}
 }
 
@@ -307,7 +331,12 @@ func (s *shardSubs) run(deliver func(subEvent)) {
 
 func (s *shardSubs) close() error {
 	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
 	s.closed = true
+	close(s.stop)
 	subs := s.slots
 	s.slots = map[int]*slotSub{}
 	s.mu.Unlock()

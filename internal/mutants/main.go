@@ -573,9 +573,9 @@ var mutants = []mutant{
 	{
 		name:    "shard-subscription-stays-where-its-slot-was",
 		file:    "conn.go",
-		from:    "case ss.channels[m.Channel] && !ss.moving: // not asked for: the slot left addr",
-		to:      "case false && ss.channels[m.Channel] && !ss.moving:",
-		killers: "TestClusterVotes/a_waiter's_subscription_follows_its_slot",
+		from:    "if !ss.confirmed[ch] && now.Sub(at) > confirmWithin {",
+		to:      "if false && !ss.confirmed[ch] && now.Sub(at) > confirmWithin {",
+		killers: "TestClusterVotes/a_waiter's_subscription_follows_its_slot|TestShardSubsOnAStaleView",
 	},
 	{
 		name:    "cluster-scripts-publish-on-plain-channels",
@@ -587,14 +587,14 @@ var mutants = []mutant{
 	{
 		name:    "shard-subscriptions-share-a-pubsub-across-slots",
 		file:    "conn.go",
-		from:    "\tslot := hashSlot(channel)\n\ts.mu.Lock()\n\tif s.closed {",
-		to:      "\tslot := hashSlot(channel) % 3\n\ts.mu.Lock()\n\tif s.closed {",
+		from:    "slot := hashSlot(channel) // the channel is in its key's slot",
+		to:      "slot := hashSlot(channel) % 3 // the channel is in its key's slot",
 		killers: "TestClusterVotes/a_waiter's_subscriptions_survive_a_reconnect",
 	},
 	{
-		name:    "own-sunsubscribe-read-as-a-slot-move",
+		name:    "confirmations-not-recorded",
 		file:    "conn.go",
-		from:    "\tss.unsubs[channel]++\n",
+		from:    "\t\t\t\t\tss.confirmed[m.Channel] = true\n",
 		to:      "\n",
 		killers: "TestShardSubsUnsubscribeThenSubscribe",
 	},
