@@ -171,8 +171,8 @@ func newShardSubs(c *redis.ClusterClient) *shardSubs {
 	return &shardSubs{c: c, events: make(chan subEvent), stop: make(chan struct{}), slots: map[int]*slotSub{}}
 }
 
-// newSlotSub makes slot's PubSub for channels and registers its forwarder;
-// open sends the SSUBSCRIBE. Called with s.mu held.
+// newSlotSub makes slot's PubSub for channels and registers the goroutine
+// that must then run open. Called with s.mu held.
 func (s *shardSubs) newSlotSub(slot int, channels []string, rebuilds int) *slotSub {
 	now := time.Now()
 	ss := &slotSub{ps: s.c.SSubscribe(context.Background()), wanted: map[string]time.Time{}, confirmed: map[string]bool{}, rebuilds: rebuilds}
@@ -190,13 +190,17 @@ func (s *shardSubs) newSlotSub(slot int, channels []string, rebuilds int) *slotS
 	return ss
 }
 
-// open subscribes ss's PubSub to channels, then forwards its events. Its
-// first read must come after its first SSUBSCRIBE: a PubSub connects to the
-// node of the channels it is first asked for, a random one otherwise.
-func (s *shardSubs) open(ctx context.Context, ss *slotSub, slot int, channels []string) error {
-	err := ss.ps.SSubscribe(ctx, channels...)
-	go s.forward(ss, slot)
-	return err
+// open subscribes ss's PubSub to channels, then forwards its events until
+// it closes. Its first read must come after its first SSUBSCRIBE: a PubSub
+// connects to the node of the channels it is first asked for, a random one
+// otherwise. It runs on a goroutine of its own: a new connection to a hung
+// master takes the driver's timeouts whatever the ctx (its handshake), and
+// must hold up neither the Client's other subscriptions nor audit.
+func (s *shardSubs) open(ss *slotSub, slot int, channels []string) {
+	ctx, cancel := context.WithTimeout(context.Background(), maxRebuildGap)
+	_ = ss.ps.SSubscribe(ctx, channels...) // its confirmation, or audit, tells
+	cancel()
+	s.forward(ss, slot)
 }
 
 func (s *shardSubs) subscribe(ctx context.Context, channel string) error {
@@ -210,7 +214,8 @@ func (s *shardSubs) subscribe(ctx context.Context, channel string) error {
 	if ss == nil {
 		ss = s.newSlotSub(slot, []string{channel}, 0)
 		s.mu.Unlock()
-		return s.open(ctx, ss, slot, []string{channel})
+		go s.open(ss, slot, []string{channel})
+		return nil
 	}
 	ss.wanted[channel] = time.Now()
 	s.mu.Unlock()
@@ -239,7 +244,7 @@ func (s *shardSubs) unsubscribe(ctx context.Context, channel string) error {
 // forward passes the events of ss's PubSub on to run, until it closes, and
 // records its confirmations.
 func (s *shardSubs) forward(ss *slotSub, slot int) {
-	defer s.wg.Done()
+	defer s.wg.Done() // newSlotSub's
 	for m := range ss.ps.ChannelWithSubscriptions() {
 		switch m := m.(type) {
 		case *redis.Subscription:
@@ -250,7 +255,7 @@ func (s *shardSubs) forward(ss *slotSub, slot int) {
 				case on:
 					ss.confirmed[m.Channel] = true
 					if len(ss.confirmed) == len(ss.wanted) {
-						ss.rebuilds = 0
+						ss.rebuilds, ss.next = 0, time.Time{}
 					}
 				default:
 					// Ended, though wanted: the reply to an unsubscribe
@@ -316,9 +321,7 @@ func (s *shardSubs) audit() {
 			ss := s.newSlotSub(d.slot, d.channels, d.old.rebuilds+1)
 			s.mu.Unlock()
 			_ = d.old.ps.Close()
-			ctx, cancel := context.WithTimeout(context.Background(), confirmWithin)
-			_ = s.open(ctx, ss, d.slot, d.channels)
-			cancel()
+			go s.open(ss, d.slot, d.channels)
 		}
 	}
 }
