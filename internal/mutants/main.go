@@ -96,9 +96,9 @@ var mutants = []mutant{
 	},
 	{
 		name:    "notice-refusal-fails-the-script",
-		file:    "lua/acquire.lua",
-		from:    "    local r = redis.pcall('PUBLISH', ARGV[3], ARGV[4])",
-		to:      "    local r = redis.call('PUBLISH', ARGV[3], ARGV[4])",
+		file:    "lua/token.lua",
+		from:    "  return redis.pcall('PUBLISH', channel, message)",
+		to:      "  return redis.call('PUBLISH', channel, message)",
 		killers: "TestACLUserWithoutChannelRightsCanUseEveryCall",
 	},
 	{
