@@ -201,7 +201,7 @@ func (n *node) channelOf(ch string) string {
 		return ch
 	}
 	key, _ := strings.CutPrefix(ch, noticePrefix)
-	return shardedChannel(key)
+	return noticeChannelOn(key, true)
 }
 
 // plainMarker is markerKey's answer for a plain master, boxed once.
@@ -242,7 +242,7 @@ func (n *node) releaseCmd(a *roundArgs) []any {
 		argv := make([]any, 0, 2+len(a.keys))
 		argv = append(argv, a.token, msg)
 		for _, k := range a.keys {
-			argv = append(argv, n.channelOf(noticeChannel(k.(string))))
+			argv = append(argv, noticeChannelOn(k.(string), n.isCluster()))
 		}
 		return releaseMultiScript.evalsha(len(a.keys), a.withKeys(argv...)...)
 	}

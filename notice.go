@@ -28,6 +28,15 @@ func noticeChannel(key string) string { return noticePrefix + key }
 // are refused where a vote is a cluster: slotless.)
 func shardedChannel(key string) string { return "{" + hashedPart(key) + "}" + noticeChannel(key) }
 
+// noticeChannelOn is key's notice channel on a master: sharded on a Redis
+// Cluster, plain otherwise.
+func noticeChannelOn(key string, cluster bool) string {
+	if cluster {
+		return shardedChannel(key)
+	}
+	return noticeChannel(key)
+}
+
 // channelKey is the key whose notice channel, plain or sharded, channel is;
 // ok is false for any other channel.
 func channelKey(channel string) (key string, ok bool) {

@@ -606,9 +606,23 @@ func TestAMasterAtMaxmemoryIsReportedOnce(t *testing.T) {
 		}
 		settle(c)
 	}
-	ttl := scaled(300 * time.Millisecond)
-	if err := c.Do(bg, "do", ttl, func(context.Context) error {
-		time.Sleep(ttl) // past its first extension
+	// Until Do's watchdog has extended the lock and master 0 answered it.
+	extendedOn0 := func() bool {
+		for _, e := range snapshot(&rec, &rec.replies) {
+			if e.Op == "extend" && e.Key == "do" && e.Node == 0 {
+				return true
+			}
+		}
+		return false
+	}
+	if err := c.Do(bg, "do", scaled(300*time.Millisecond), func(ctx context.Context) error {
+		for !extendedOn0() {
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("Do's extension never reached master 0: %w", context.Cause(ctx))
+			case <-time.After(time.Millisecond): // the recorder sends no signal
+			}
+		}
 		return nil
 	}); err != nil {
 		t.Fatal(err)

@@ -230,10 +230,7 @@ func (w *waker) send(s *nodeSub) {
 		s.mu.Unlock()
 		for _, op := range ops {
 			ctx, cancel := context.WithTimeout(context.Background(), w.cfg.subscribeTimeout)
-			channel := noticeChannel(op.key)
-			if s.sharded {
-				channel = shardedChannel(op.key)
-			}
+			channel := noticeChannelOn(op.key, s.sharded)
 			if op.subscribe {
 				err := s.ps.subscribe(ctx, channel)
 				if w.cfg.subscribeRefused != nil && isNoPerm(err) {
