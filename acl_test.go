@@ -126,10 +126,13 @@ func TestACLUserWithoutChannelRightsCanUseEveryCall(t *testing.T) {
 	r := startReal(t, 5)
 	exerciseEveryCallAs(t, r.aclClients("app", "~*", "+@all", "resetchannels"))
 	for i, a := range r.admin {
-		// Found out by the first script on each master, not paid for on
-		// every call.
-		if n := refusedPublishes(t, a); n < 1 || n > 2 {
-			t.Errorf("node %d refused %d notices; want the first one only", i, n)
+		// Found out by the first scripts on each master, not paid for on
+		// every call: the waiter's refused SUBSCRIBE, and the first script
+		// that publishes, or two when they run at once (the holder's
+		// release of the key the waiter marked, and the waiter's announced
+		// acquisition: uncontended locks publish nothing).
+		if n := refusedPublishes(t, a); n < 1 || n > 3 {
+			t.Errorf("node %d refused %d notices; want the first ones only", i, n)
 		}
 	}
 }

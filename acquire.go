@@ -27,7 +27,17 @@ func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration, age
 		return nil, err
 	}
 
-	announce := c.announce(acquiredNotice, key, l.token, age)
+	// Announced only where a waiter of this Client watches the key (so
+	// other Clients' waiters may too): a lock nobody else wants costs no
+	// PUBLISH on the masters. A waiter of another Client that tries the key
+	// meanwhile finds it taken and marks it, and the release of a marked key
+	// is announced (l.quiet).
+	var announce notice
+	if c.wk.listening(key) > 0 {
+		announce = c.announce(acquiredNotice, key, l.token, age)
+	} else {
+		l.quiet = true
+	}
 	start := time.Now()
 	args := newRoundArgs(key, l.token, ttl, announce, c.guard(ttl) > 0)
 	r := c.fanOutAsync(ctx, "lock", key, c.deadline(start, ttl), nil, ttl, &acquireRound{l: l, ttl: ttl, args: args})

@@ -17,6 +17,10 @@ type Lock struct {
 	keys  []string // a multi-key lock's keys (multi.go); nil for one key
 	token string
 	holds []*hold // per node, indexed like c.nodes
+	// quiet: the acquisition announced nothing (no waiter of the Client
+	// watched the key), so nobody heard it taken; its release is announced
+	// only where a waiter of another Client marked the key since (lua/release.lua).
+	quiet bool
 
 	obtained time.Time // when it was known held, for the observers' hold time
 

@@ -166,13 +166,14 @@ type roundArgs struct {
 	newToken         any   // the hand-off's
 	trusted          any   // the hand-off's: "1" when a key that holds token needs no memory report (lua/handoff.lua)
 	remote           any   // the hand-off's: "1" when newToken is another Client's waiter's (wants.go)
+	quiet            any   // the release's: "1" when the notice goes out only where the key is marked (Lock.quiet)
 }
 
 func newRoundArgs(key, token string, ttl time.Duration, announce notice, guard bool) *roundArgs {
 	return &roundArgs{
 		key: key, keyArg: key, token: token, ttl: ttl.Milliseconds(),
 		channel: announce.channel, message: announce.message, guard: boolArg(guard),
-		trusted: "0", remote: "0",
+		trusted: "0", remote: "0", quiet: "0",
 	}
 }
 
@@ -246,7 +247,7 @@ func (n *node) releaseCmd(a *roundArgs) []any {
 		}
 		return releaseMultiScript.evalsha(len(a.keys), a.withKeys(argv...)...)
 	}
-	return releaseScript.evalsha(1, a.keyArg, a.token, ch, msg)
+	return releaseScript.evalsha(1, a.keyArg, a.token, ch, msg, a.quiet)
 }
 
 // releaseReply reads the release script's reply.

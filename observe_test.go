@@ -678,6 +678,10 @@ func TestObserverReportsRefusedNotices(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
+	// Announced acquisitions and releases: c watches the key, as a Client
+	// with waiters does (one that watches nothing publishes nothing for a
+	// key nobody marked).
+	defer c.wk.watch("k").close()
 	for range 3 {
 		l := mustLock(t, c, "k", 10*time.Second)
 		if err := l.Unlock(bg); err != nil {

@@ -227,7 +227,10 @@ func (c *Client) tryLock(ctx context.Context, key string, ttl time.Duration) (*L
 //   - Waiters of different Clients (processes) learn from pub/sub notices
 //     that the nodes publish when a lock is taken or released (the Client
 //     keeps one subscription connection per node, and subscribes to a key
-//     after its first failed attempt). After a release they go in order of
+//     after its first failed attempt). A lock nobody else wants is quiet: a
+//     Client that watches no waiter of the key announces neither taking it
+//     nor, unless another Client's failed attempt marked the key meanwhile,
+//     releasing it. After a release, waiters go in order of
 //     how many releases they have already waited through, and stand down
 //     without an attempt when another waiter takes the key first; a Client
 //     that has just released a key others want does not take it straight

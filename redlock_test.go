@@ -169,6 +169,29 @@ func TestTryLockFailsAtImpossibleMajority(t *testing.T) {
 // TestNodeDeadlineIsEnforcedByTheLibrary: two nodes hang and one refuses, so
 // the outcome needs the deadline. The driver's own read timeout is far
 // longer; the attempt must end at our per-node deadline.
+// TestUnlockWithRefusedNodesReturnsAtItsDecidingVote: an Unlock does not
+// send to the two masters that refused its lock, and counts them as failed;
+// one more "not ours" puts a majority out of reach, while two masters hang.
+// It must return at that one vote: a round that waited for as many votes as
+// a round without skipped masters needs would wait for the hung two.
+func TestUnlockWithRefusedNodesReturnsAtItsDecidingVote(t *testing.T) {
+	m := newMinis(t, 5, nil)
+	c := m.client(WithNodeTimeout(time.Hour))
+	for i := range 2 {
+		m.take(i, "k", "other", time.Minute)
+	}
+	l := mustLock(t, c, "k", time.Minute)
+	settle(c)                            // the refusals are in
+	m.take(2, "k", "third", time.Minute) // not ours: a refusal
+	m.block(3)
+	m.block(4)
+	err := within(t, scaled(5*time.Second), "Unlock with 3 failures and 2 hung nodes", func() error { return l.Unlock(bg) })
+	var qe *QuorumError
+	if !errors.As(err, &qe) || len(qe.Nodes) != 3 {
+		t.Fatalf("Unlock: %v, want a *QuorumError with the three failures", err)
+	}
+}
+
 func TestNodeDeadlineIsEnforcedByTheLibrary(t *testing.T) {
 	for _, ctxTimeouts := range []bool{false, true} {
 		t.Run(fmt.Sprintf("ContextTimeoutEnabled=%v", ctxTimeouts), func(t *testing.T) {

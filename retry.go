@@ -78,6 +78,14 @@ type waitLoop struct {
 	last    error           // the last attempt decided without ctx ending
 	want    *wantOut        // this call's announcement to other Clients' holders; nil: none
 	held    bool            // an attempt made while subscribed found the key taken, and no release was heard since
+	// gaps is the watch's count of the times its subscription may have
+	// missed notices (keyWatch.gaps: it became active, or a node confirmed
+	// it again after a lost connection) as of the last attempt. When it
+	// moves, a release since the attempt may have gone unheard, and a
+	// holder that took the key quietly after it (Lock.quiet) will announce
+	// its release only if marked: the waiter tries again, and takes the
+	// key or marks it for its holder's release.
+	gaps int
 }
 
 // newWaitLoop starts the machine where what the Client knows of key says:
@@ -89,6 +97,7 @@ func (c *Client) newWaitLoop(ctx context.Context, key string, ttl time.Duration,
 	// be had (the call waited behind the attempts that saw it).
 	lp := &waitLoop{c: c, ctx: ctx, key: key, ttl: ttl, w: c.wk.existing(key), last: c.turns.lastSeen(key)}
 	lp.events = lp.w.events()
+	lp.gaps = lp.w.gaps() // a call that starts by waiting trusts what the watch heard so far
 	lp.state = lp.w.approach()
 	if backOffFirst {
 		lp.state = waitFirst
@@ -153,7 +162,7 @@ func (lp *waitLoop) attempt() (*Lock, error) {
 		}
 	}
 	lp.events = lp.w.events() // taken before the attempt: one during it counts
-	subscribed := lp.w.subscribed()
+	subscribed, gaps := lp.w.subscribed(), lp.w.gaps()
 	began := time.Now()
 	l, err := lp.c.attempt(lp.ctx, lp.key, lp.ttl, lp.age)
 	took := time.Since(began)
@@ -183,6 +192,7 @@ func (lp *waitLoop) attempt() (*Lock, error) {
 	}
 	lp.w.attempted(took, lp.delayed, true)
 	lp.held = subscribed && takenByAMajority(err)
+	lp.gaps = gaps
 	lp.waitForRelease()
 	lp.fails++
 	lp.delayed = false
@@ -206,6 +216,13 @@ func (lp *waitLoop) awaitRelease() error {
 		lp.age++
 		lp.arm(lp.w.delay(lp.age))
 		lp.state = jitterFirst
+	case lp.w.gaps() != lp.gaps && lp.w.subscribed():
+		lp.state, lp.delayed = attemptNow, false // probes first: a hand-off's notices may be what went unheard
+		if lp.want != nil {
+			// Other Clients may have missed notices too, and now doubt
+			// the want (wants.go): it goes out again after the attempt.
+			lp.want.at = time.Time{}
+		}
 	}
 	return nil
 }

@@ -17,6 +17,7 @@ type testHooks struct {
 	noHandOff       bool          // Unlock never passes a lock straight to a waiter
 	noRemoteHandOff bool          // nor to another Client's: waiters announce nothing (wants.go)
 	linger          time.Duration // a key's subscription linger; 0: subscriptionLinger
+	wantRefresh     time.Duration // how often a waiter repeats its want; 0: wantRefresh
 
 	handOffs       atomic.Int64 // locks Unlock passed straight to a local waiter
 	remoteHandOffs atomic.Int64 // locks Unlock passed straight to another Client's waiter

@@ -128,13 +128,17 @@ func (l *Lock) markReleased() (unlocking, error) {
 }
 
 // release is Unlock's round: on every node, the release script deletes the
-// key where it holds our token, and announces it. After a lost hand-off
+// key where it holds our token, and announces it (a quiet lock only where
+// the key is marked as wanted: Lock.quiet). After a lost hand-off
 // (lost not nil), a node where the hand-off replaced our token counts as
 // released without a call. The deletes are sent even if ctx is cancelled.
 func (l *Lock) release(ctx context.Context, ttl time.Duration, lost *handOffCalls) *round {
 	c := l.c
 	own := c.wk.listening(l.key)
 	rr := &releaseRound{l: l, lost: lost, args: l.args(0, c.announce(releasedNotice, l.key, l.token, 0), false)}
+	if l.quiet && own == 0 {
+		rr.args.quiet = "1" // only a waiter that marked the key listens
+	}
 	deadline := nodeDeadline(time.Now().Add(c.nodeTimeout(ttl)))
 	r := c.fanOutAsync(context.WithoutCancel(ctx), "unlock", l.key, deadline, l.refusedNodes(), 0, rr)
 	if l.keys != nil {

@@ -3,8 +3,10 @@ package redlock
 import (
 	"context"
 	"errors"
+	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -80,10 +82,14 @@ func watchState(c *Client, key string) (kw keyWatch, ok bool) {
 // TestWaiterStandsDownWhenAnotherClientTakesTheKey: a waiter woken by a
 // release whose contention delay is still running hears another Client take
 // the key; it must not send an attempt that must fail, and must still get
-// the key at the next release, long before its backoff.
+// the key at the next release, long before its backoff. (The taker's
+// Client watches the key, as one with waiters of its own does: a Client
+// that watches nothing takes a key without a notice, and a waiter that
+// hears nothing tries the key, and marks it for the taker's release.)
 func TestWaiterStandsDownWhenAnotherClientTakesTheKey(t *testing.T) {
 	r := startReal(t, 5)
 	holderC, takerC := r.client(), r.client()
+	defer takerC.wk.watch("k").close()
 	waiterNodes, waiterCmds := r.recordedClients()
 	backoff := scaled(5 * time.Second)
 	waiterC, err := New(waiterNodes, WithRetryDelay(backoff, 2*backoff))
@@ -373,5 +379,269 @@ func TestFailedHandOffStillPassesTheTurn(t *testing.T) {
 	}
 	if c.cfg.test.handOffs.Load() != 0 {
 		t.Fatal("a hand-off was counted without a majority")
+	}
+}
+
+// A lock nobody else wants costs no notice: a Client that watches no waiter
+// of the key takes it without announcing it, and its release announces
+// nothing unless a waiter of another Client marked the key meanwhile. On
+// five masters that is ten PUBLISH calls saved per lock and unlock.
+func TestAnUncontendedLockPublishesNothing(t *testing.T) {
+	r := startReal(t, 5)
+	c := r.client()
+	for range 5 {
+		l, err := c.TryLock(bg, "lk:quiet", time.Minute)
+		if err != nil {
+			t.Fatalf("TryLock: %v", err)
+		}
+		if err := l.Unlock(bg); err != nil {
+			t.Fatalf("Unlock: %v", err)
+		}
+		// Unlock returns at a majority: an attempt that overtakes its last
+		// deletes finds the key taken and marks it, and that delete is
+		// then announced.
+		settle(c)
+		l, err = c.Lock(bg, "lk:quiet", time.Minute)
+		if err != nil {
+			t.Fatalf("Lock: %v", err)
+		}
+		if err := l.Unlock(bg); err != nil {
+			t.Fatalf("Unlock: %v", err)
+		}
+		settle(c)
+	}
+	for i, a := range r.admin {
+		if n := commandCalls(t, a, "publish", "spublish"); n != 0 {
+			t.Errorf("node %d ran %d PUBLISH calls for locks nobody else wanted", i, n)
+		}
+	}
+}
+
+// The release of a key taken without a notice still wakes a waiter of
+// another Client: its failed attempt marked the key, and the release of a
+// marked key is announced.
+func TestAQuietHoldersReleaseWakesAnotherClientsWaiter(t *testing.T) {
+	r := startReal(t, 5)
+	wokenByRelease(t, r.clients, r.clients, func(l *Lock) {
+		if !l.quiet {
+			t.Fatal("a Client that watched nothing announced its lock")
+		}
+	}, func() { r.subscribed("lk:a") })
+}
+
+// A lock announced when it was taken is announced when it is released, even
+// once its Client stopped watching the key: those who heard it taken wait
+// for its release without trying again, so without marking the key.
+func TestAnAnnouncedLockIsReleasedAloud(t *testing.T) {
+	r := startReal(t, 5)
+	c := r.client(withLinger(time.Millisecond))
+	h := c.wk.watch("lk:a") // as a waiter of c's would
+	r.subscribed("lk:a")
+	listener := r.clients[0].Subscribe(bg, noticeChannel("lk:a"))
+	defer listener.Close()
+	if _, err := listener.Receive(bg); err != nil { // the confirmation
+		t.Fatal(err)
+	}
+	l, err := c.TryLock(bg, "lk:a", time.Minute)
+	if err != nil {
+		t.Fatalf("TryLock: %v", err)
+	}
+	if l.quiet {
+		t.Fatal("a Client that watched the key took it without a notice")
+	}
+	h.close()
+	within(t, scaled(5*time.Second), "the watch to end", func() bool {
+		for c.wk.listening("lk:a") != 0 {
+			time.Sleep(time.Millisecond) // the linger's timer gives no signal
+		}
+		return true
+	})
+	if err := l.Unlock(bg); err != nil {
+		t.Fatalf("Unlock: %v", err)
+	}
+	heard := map[string]bool{}
+	within(t, scaled(5*time.Second), "the notices", func() bool {
+		for !heard[releasedNotice] {
+			m, err := listener.ReceiveMessage(bg)
+			if err != nil {
+				t.Error(err)
+				return false
+			}
+			kind, _, _, _, _ := parseNotice(m.Payload)
+			heard[kind] = true
+		}
+		return true
+	})
+	if !heard[acquiredNotice] {
+		t.Error("the acquisition was not announced")
+	}
+}
+
+// A waiter of another Client whose subscription became active only after the
+// holder's release (its connections are slow to open) missed that release,
+// and the holder's next lock is quiet: nobody marked it. Once subscribed,
+// the waiter tries the key again, and so takes it or marks it: the next
+// release wakes it, long before its backoff. (Found by an adversary
+// review: without that attempt it slept its whole backoff while the holder
+// kept taking the key.)
+func TestAWaiterSubscribedAfterTheReleaseStillHearsTheNextOne(t *testing.T) {
+	r := startReal(t, 5)
+	holderC := r.client()
+	waiterC, slow, backoff := slowDialingWaiter(t, r)
+	for range 3 { // connections for the waiter's scripts, opened quickly
+		l := mustLock(t, waiterC, "warm", time.Minute)
+		if err := l.Unlock(bg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	settle(waiterC)
+	slow.Store(true) // from here, only the subscriptions open new connections
+
+	first := mustLock(t, holderC, "k", time.Minute)
+	res := lockInBackground(bg, waiterC, "k")
+	awaitMarked(t, r, "k", holderC.quorum) // the waiter's failed attempt
+	if err := first.Unlock(bg); err != nil {
+		t.Fatal(err)
+	}
+	settle(holderC)
+	for i := range r.servers {
+		if n := r.numsub(i, "k"); n != 0 {
+			t.Fatalf("master %d had a subscriber before the release: the case is not staged", i)
+		}
+	}
+	second := mustLock(t, holderC, "k", time.Minute)
+	within(t, scaled(5*time.Second), "the waiter's subscription", func() bool {
+		for {
+			if kw, _ := watchState(waiterC, "k"); kw.nsubs >= waiterC.quorum {
+				return true
+			}
+			time.Sleep(time.Millisecond) // the waker offers tests no signal
+		}
+	})
+	if err := second.Unlock(bg); err != nil {
+		t.Fatal(err)
+	}
+	awaitLockWithin(t, res, backoff/2, "the waiter slept its backoff through the release")
+}
+
+// slowDialingWaiter is a Client over r's masters, with a fixed backoff of
+// 10 s (scaled): a waiter that missed a notice waits it out whole. While
+// slow is set, its new connections take 300 ms (scaled) to open: its
+// subscriptions, or its re-subscriptions after a lost connection.
+func slowDialingWaiter(t *testing.T, r *realNodes) (c *Client, slow *atomic.Bool, backoff time.Duration) {
+	t.Helper()
+	slow = new(atomic.Bool)
+	nodes := make([]redis.UniversalClient, len(r.servers))
+	for i, s := range r.servers {
+		nodes[i] = s.Client(&redis.Options{Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if slow.Load() {
+				time.Sleep(scaled(300 * time.Millisecond))
+			}
+			var d net.Dialer
+			return d.DialContext(ctx, network, addr)
+		}})
+	}
+	backoff = scaled(10 * time.Second)
+	c, err := New(nodes, WithRetryDelay(backoff, backoff))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c, slow, backoff
+}
+
+// awaitMarked waits until at least n masters hold key marked as wanted.
+func awaitMarked(t *testing.T, r *realNodes, key string, n int) {
+	t.Helper()
+	within(t, scaled(5*time.Second), "the marks", func() bool {
+		for len(r.marked(key)) < n {
+			time.Sleep(time.Millisecond) // an attempt gives no signal
+		}
+		return true
+	})
+}
+
+// A waiter whose subscriptions all dropped (a connection reset on every
+// master) misses a release made before they are back; the holder's next
+// lock is quiet, and nobody marked it. When a master confirms the
+// subscription again, the waiter tries the key again, and so takes it or
+// marks it: the next release wakes it, long before its backoff. (Found by
+// an adversary review.)
+func TestAWaiterWhoseSubscriptionsDroppedStillHearsTheNextRelease(t *testing.T) {
+	r := startReal(t, 5)
+	holderC := r.client()
+	waiterC, slow, backoff := slowDialingWaiter(t, r)
+	defer waiterC.wk.watch("k").close() // subscribed before its first attempt
+	r.subscribed("k")
+
+	first := mustLock(t, holderC, "k", time.Minute)
+	res := lockInBackground(bg, waiterC, "k")
+	awaitMarked(t, r, "k", holderC.quorum) // the waiter's failed attempt
+	slow.Store(true)
+	killSubscriptions(t, r, "")
+	if err := first.Unlock(bg); err != nil {
+		t.Fatal(err)
+	}
+	settle(holderC)
+	for i := range r.servers {
+		if n := r.numsub(i, "k"); n != 0 {
+			t.Fatalf("master %d had a subscriber at the release: the case is not staged", i)
+		}
+	}
+	slow.Store(false) // the reconnections under way stay slow
+	second := mustLock(t, holderC, "k", time.Minute)
+	r.subscribed("k") // the waiter's, back
+	if err := second.Unlock(bg); err != nil {
+		t.Fatal(err)
+	}
+	awaitLockWithin(t, res, backoff/2, "the waiter slept its backoff through the release")
+}
+
+// A Lock call that starts by waiting, because its Client heard another
+// Client take the key, sends no attempt when a notice that is no release
+// wakes it (here a late copy of another acquisition's notices): only a
+// release, its timer, or a gap in its subscription sends one. (It did,
+// once the waiter counted gaps from zero: 8 Clients contending ran three
+// times the commands.)
+func TestAWaiterThatStartedWaitingSendsNoAttemptOnOtherNotices(t *testing.T) {
+	r := startReal(t, 5)
+	holderC, waiterC := r.client(), r.client(WithRetryDelay(time.Minute, time.Minute))
+	watching(t, holderC, "k") // its lock is announced
+	watching(t, waiterC, "k")
+	r.subscribed("k")
+	holder := mustLock(t, holderC, "k", time.Minute)
+	within(t, scaled(5*time.Second), "the waiter's Client hearing the holder", func() bool {
+		for {
+			if kw, _ := watchState(waiterC, "k"); kw.latest == taken && kw.holder == holder.Token() {
+				return true
+			}
+			time.Sleep(time.Millisecond) // the waker offers tests no signal
+		}
+	})
+	ctx, cancel := context.WithCancel(bg)
+	defer cancel()
+	res := lockInBackground(ctx, waiterC, "k")
+	wantKnown(t, holderC, "k", 1) // the call is waiting
+	late := newNotice(acquiredNotice, "k", "late-client", "late-token", 0)
+	for _, a := range r.admin {
+		if err := a.Publish(bg, late.channel, late.message).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	within(t, scaled(5*time.Second), "the waiter's Client hearing the late notices", func() bool {
+		for {
+			if kw, _ := watchState(waiterC, "k"); kw.holder == "late-token" {
+				return true
+			}
+			time.Sleep(time.Millisecond) // the waker offers tests no signal
+		}
+	})
+	time.Sleep(scaled(50 * time.Millisecond)) // an attempt would mark the key by now
+	if m := r.marked("k"); len(m) != 0 {
+		t.Fatalf("the waiter sent an attempt on a notice that was no release (key marked on masters %v)", m)
+	}
+	cancel()
+	if err := <-res; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the waiter's Lock: %v, want its ctx's end", err)
 	}
 }

@@ -274,14 +274,21 @@ func (w *waker) confirmed(node int, channel string, on bool) {
 		kw.subs = make([]bool, len(w.nodes))
 	}
 	if kw.subs[node] == on {
+		if on { // again: the node's connection was lost, and notices with it
+			kw.gaps++
+			kw.deafTo(node)
+			kw.wake()
+		}
 		return
 	}
 	kw.subs[node] = on
 	if !on {
 		kw.nsubs--
+		kw.deafTo(node)
 		return
 	}
 	if kw.nsubs++; kw.nsubs == w.cfg.quorum {
+		kw.gaps++
 		kw.wake()
 	}
 }
@@ -312,7 +319,7 @@ func (w *waker) notice(node int, channel, payload string) {
 	switch kind {
 	case wantedNotice:
 		if foreign {
-			kw.wanted(client, token, time.Duration(n)*time.Millisecond, time.Now())
+			kw.wanted(client, token, time.Duration(n)*time.Millisecond, time.Now(), len(w.nodes))
 		}
 		return
 	case releasedNotice:

@@ -66,7 +66,32 @@ type want struct {
 	ttl           time.Duration
 	at            time.Time // when its token was first heard: its place in line
 	seen          time.Time // when it was last heard
+	// deaf lists the nodes whose notices this Client may have missed since
+	// the want was last heard: its subscription there was not confirmed
+	// then, or was confirmed again after a lost connection, or ended. A
+	// hand-off to the want announces itself on a majority of the nodes;
+	// once a majority is deaf, the want may have been served unheard
+	// (doubtful), and it gets no hand-off until its waiter repeats it.
+	deaf  []bool
+	ndeaf int
 }
+
+// hearFrom starts w's deaf list anew: the nodes whose subscription subs
+// (nil: none yet) has not confirmed, of n.
+func (w *want) hearFrom(subs []bool, n int) {
+	w.deaf, w.ndeaf = w.deaf[:0], 0
+	for i := range n {
+		deaf := subs == nil || !subs[i]
+		w.deaf = append(w.deaf, deaf)
+		if deaf {
+			w.ndeaf++
+		}
+	}
+}
+
+// doubtful reports whether a hand-off to w may have been missed: a
+// majority of the nodes were deaf since it was last heard.
+func (w *want) doubtful(quorum int) bool { return w.ndeaf >= quorum }
 
 // expected is one of this Client's announced tokens: which nodes handed
 // the key to it.
@@ -78,10 +103,11 @@ type expected struct {
 }
 
 // wanted records another Client's want heard at now: a new token takes that
-// Client's place in line, a repetition keeps it, ttl 0 withdraws it. A want
+// Client's place in line, a repetition keeps it, ttl 0 withdraws it (only
+// that token: a Client's newer want outlives an older one's withdrawal). A want
 // of a token withdrawn or served already is a late copy (a master that was
 // paused sends it after the withdrawal, sent to another): it is ignored.
-func (kw *keyWatch) wanted(client, token string, ttl time.Duration, now time.Time) {
+func (kw *keyWatch) wanted(client, token string, ttl time.Duration, now time.Time, nodes int) {
 	if kw.finished(token) {
 		return
 	}
@@ -94,13 +120,31 @@ func (kw *keyWatch) wanted(client, token string, ttl time.Duration, now time.Tim
 		}
 		if ttl > 0 && w.token == token {
 			w.seen = now
+			w.hearFrom(kw.subs, nodes)
 			return
+		}
+		if ttl == 0 && w.token != token {
+			break // an older want's withdrawal: the Client's newer want stands
 		}
 		kw.wants = append(kw.wants[:i], kw.wants[i+1:]...)
 		break
 	}
 	if ttl > 0 {
-		kw.wants = append(kw.wants, &want{client: client, token: token, ttl: ttl, at: now, seen: now})
+		w := &want{client: client, token: token, ttl: ttl, at: now, seen: now}
+		w.hearFrom(kw.subs, nodes)
+		kw.wants = append(kw.wants, w)
+	}
+}
+
+// deafTo records that the watch may have missed node's notices (its
+// subscription there ended, or was confirmed again after a lost
+// connection): among them, perhaps, those that a want was served.
+func (kw *keyWatch) deafTo(node int) {
+	for _, w := range kw.wants {
+		if node < len(w.deaf) && !w.deaf[node] {
+			w.deaf[node] = true
+			w.ndeaf++
+		}
 	}
 }
 
@@ -231,6 +275,9 @@ func (w *waker) claimWant(key string, since time.Time) *want {
 	}
 	var first *want
 	for _, x := range kw.fresh(time.Now()) {
+		if x.doubtful(w.cfg.quorum) {
+			continue // it may have been served: handed again, nobody would hold its token
+		}
 		if first == nil || x.at.Before(first.at) {
 			first = x
 		}
@@ -296,6 +343,17 @@ func (h *watcher) subscribed() bool {
 	return h.kw.nsubs >= h.w.cfg.quorum
 }
 
+// gaps is how many times the key's subscription may have missed notices
+// (keyWatch.gaps); 0 for a nil watch.
+func (h *watcher) gaps() int {
+	if h == nil {
+		return 0
+	}
+	h.w.mu.Lock()
+	defer h.w.mu.Unlock()
+	return h.kw.gaps
+}
+
 // A wantOut is a waiter's announcement: its token, and when it was first
 // and last sent.
 type wantOut struct {
@@ -312,7 +370,7 @@ func (lp *waitLoop) announce() {
 	if lp.w == nil || c.cfg.test.noRemoteHandOff || c.noticesOff() || !lp.w.subscribed() {
 		return
 	}
-	if lp.want != nil && time.Since(lp.want.at) < wantRefresh {
+	if lp.want != nil && !lp.want.at.IsZero() && time.Since(lp.want.at) < c.wantRefresh() {
 		return
 	}
 	if err := c.enter(); err != nil {
@@ -338,7 +396,31 @@ func (lp *waitLoop) announce() {
 	go func(key, token string, ttl time.Duration) {
 		defer c.bg.Done()
 		c.publishWant(key, token, ttl, ttl)
+		if c.isRetired(token) {
+			// Served (or given up) while this copy was on its way: a
+			// Client that missed the hand-off's notices would take it for
+			// a live want, and hand the key to a token nobody waits for.
+			// A withdrawal after it ends the want there too.
+			c.publishWant(key, token, 0, ttl)
+		}
 	}(lp.key, lp.want.token, lp.ttl)
+}
+
+// isRetired reports whether token, one of this Client's wants, is done
+// with: served, or given up.
+func (c *Client) isRetired(token string) bool {
+	c.retiredMu.Lock()
+	defer c.retiredMu.Unlock()
+	_, ok := c.retired[token]
+	return ok
+}
+
+// wantRefresh is how often the Client's waiters repeat their wants.
+func (c *Client) wantRefresh() time.Duration {
+	if d := c.cfg.test.wantRefresh; d > 0 {
+		return d
+	}
+	return wantRefresh
 }
 
 // publishWant publishes a waiter's want of key for token and ttl (0:

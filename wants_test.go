@@ -7,10 +7,14 @@ package redlock
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 	"github.com/redlock-go/redlock/internal/chaos"
 )
@@ -145,7 +149,11 @@ func TestHandOffToAnotherClientLeavesFreeMastersFree(t *testing.T) {
 }
 
 // holding makes h watch "k", as a Client does once it waited for it, so
-// that it hears other Clients' wants, and take it for a minute.
+// that it hears other Clients' wants, and take it for a minute, on every
+// master: Lock returns at a majority, and a straggler still in flight could
+// lose its master to the next contender (under -race, 3 runs in 200 of
+// TestHandOffToAnotherClientLeavesFreeMastersFree left the holder on four
+// masters, two of which the test then emptied).
 func holding(t *testing.T, h *Client) *Lock {
 	t.Helper()
 	watching(t, h, "k")
@@ -153,6 +161,7 @@ func holding(t *testing.T, h *Client) *Lock {
 	if err != nil {
 		t.Fatal(err)
 	}
+	settle(h)
 	return holder
 }
 
@@ -526,26 +535,32 @@ func TestAHandOffThatReachesAMasterAfterTheWaitersUnlockIsReleased(t *testing.T)
 	})
 }
 
-// TestAWantNobodyHearsKeepsTheBackoff: a waiter whose only attempt came
-// before its subscription cannot know whether the key was released before
-// it could hear it; its want must not stretch its timer to the longest
-// backoff, since a key released unheard is free, with nobody to hand it
-// over. (It did: the contended benchmark's first waiters stalled 250 ms.)
+// TestAWantNobodyHearsKeepsTheBackoff: a waiter whose attempt failed
+// without a majority of refusals (two masters held by another token, one
+// hung) does not know that anybody holds the key; its want must not stretch
+// its timer to the longest backoff, since a key released unheard is free,
+// with nobody to hand it over. (It did: the contended benchmark's first
+// waiters stalled 250 ms, when an attempt made before the subscription was
+// what left the waiter in doubt.)
 func TestAWantNobodyHearsKeepsTheBackoff(t *testing.T) {
 	r := startReal(t, 5)
 	w := r.client(WithRetryDelay(10*time.Millisecond, time.Minute))
 	h := r.client() // hears the want
 	watching(t, h, "k")
-	for i := range r.admin {
+	watching(t, w, "k") // the waiter's attempts are made while subscribed
+	r.subscribed("k")
+	for i := range 2 {
 		r.take(i, "k", "other", time.Minute)
 	}
+	r.servers[4].Pause()
 	res := tryLockAsync(w, "k", time.Minute)
 	wantKnown(t, h, "k", 1)
-	for _, a := range r.admin { // a release nobody hears
-		if err := a.Del(bg, "k").Err(); err != nil {
+	for i := range 2 { // a release nobody hears
+		if err := r.admin[i].Del(bg, "k").Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
+	r.servers[4].Resume()
 	select {
 	case got := <-res:
 		if got.err != nil {
@@ -637,5 +652,360 @@ func TestConcurrentClosesWithAWantOut(t *testing.T) {
 	}
 	if got := <-res; got.err == nil {
 		t.Fatal("a Lock waiting on a closed Client returned a lock")
+	}
+}
+
+// TestAClientWhoseSubscriptionsDroppedHandsNothingToAWantItMayHaveMissedServed:
+// a Client whose pub/sub connections dropped on every master while another
+// Client handed the key to a want missed the notices that the want was
+// served. Once a majority of its subscriptions may have missed notices
+// since it last heard a want, it doubts the want, and hands it nothing
+// until the waiter repeats it; otherwise its next Unlock hands the key to
+// the served want, and a token nobody waits for holds a majority until its
+// TTL. (Found by an adversary review, under a pub/sub kill storm.)
+func TestAClientWhoseSubscriptionsDroppedHandsNothingToAWantItMayHaveMissedServed(t *testing.T) {
+	r := startReal(t, 5)
+	missing, slow, _ := slowDialingWaiter(t, r) // the Client that misses the hand-off
+	holderC, waiterC := r.client(), r.client()
+	watching(t, missing, "k")
+	holder := holding(t, holderC)
+	res := tryLockAsync(waiterC, "k", time.Minute)
+	wantKnown(t, missing, "k", 1)
+	wantKnown(t, holderC, "k", 1)
+	gaps := gapsOf(missing, "k")
+
+	slow.Store(true)
+	killSubscriptions(t, r, "")
+	within(t, scaled(5*time.Second), "the holder's and the waiter's subscriptions, back", func() bool {
+		for i := range r.servers {
+			for r.numsub(i, "k") < 2 {
+				time.Sleep(time.Millisecond) // go-redis re-subscribes without a signal
+			}
+		}
+		return true
+	})
+	if err := holder.Unlock(bg); err != nil { // handed to the waiter
+		t.Fatal(err)
+	}
+	got := <-res
+	if got.err != nil {
+		t.Fatal(got.err)
+	}
+	for i := range r.servers {
+		if n := r.numsub(i, "k"); n != 2 {
+			t.Fatalf("master %d had %d subscribers at the hand-off: the case is not staged", i, n)
+		}
+	}
+	slow.Store(false) // the reconnections under way stay slow
+	awaitGaps(t, missing, "k", gaps+len(r.servers))
+	if err := got.l.Unlock(bg); err != nil {
+		t.Fatal(err)
+	}
+	settle(waiterC)
+	l := mustLock(t, missing, "k", time.Minute)
+	releasedWithoutHandOff(t, r, missing, l, "the Client that missed the hand-off, at its Unlock")
+}
+
+// TestAClientWhoseSubscriptionsDroppedOnAMinorityKeepsTheWantsInLine: a
+// hand-off announces itself on a majority of the masters, so a Client
+// whose connections dropped on fewer heard it anyway, and the wants it
+// knows stay in line. (When any dropped connection made it forget them,
+// an adversary review saw waiters of other Clients wait a second after a
+// single drop, while the key went from Client to Client past them.)
+func TestAClientWhoseSubscriptionsDroppedOnAMinorityKeepsTheWantsInLine(t *testing.T) {
+	r := startReal(t, 5)
+	h := namedClient(t, r, "holder")
+	w := r.client(WithRetryDelay(time.Minute, time.Minute))
+	w.cfg.test.wantRefresh = time.Minute // the want is heard once
+	holder := holding(t, h)
+	res := lockInBackground(bg, w, "k")
+	wantKnown(t, h, "k", 1)
+	gaps := gapsOf(h, "k")
+	killSubscriptions(t, r, "holder", 0, 1)
+	awaitGaps(t, h, "k", gaps+2)
+	handsOver(t, h, holder, res)
+}
+
+// TestAWaiterRepeatsItsWantAfterItsSubscriptionsDropped: after a drop of
+// every pub/sub connection, other Clients doubt the wants they knew (they
+// may have missed that they were served); a waiter whose own subscription
+// was confirmed again repeats its want at once, not at its next refresh,
+// so that it keeps its place in line.
+func TestAWaiterRepeatsItsWantAfterItsSubscriptionsDropped(t *testing.T) {
+	r := startReal(t, 5)
+	h := r.client()
+	w, slow, _ := slowDialingWaiter(t, r)
+	w.cfg.test.wantRefresh = time.Minute // only the drop repeats it
+	holder := holding(t, h)
+	res := lockInBackground(bg, w, "k")
+	wantKnown(t, h, "k", 1)
+	gaps := gapsOf(h, "k")
+	slow.Store(true) // the waiter's subscriptions come back after the holder's
+	killSubscriptions(t, r, "")
+	awaitGaps(t, h, "k", gaps+len(r.servers))
+	if n := doubtfulWants(h, "k"); n != 1 {
+		t.Fatalf("%d doubtful wants after the drop; want 1: the case is not staged", n)
+	}
+	slow.Store(false)
+	within(t, scaled(5*time.Second), "the waiter's want, repeated", func() bool {
+		for doubtfulWants(h, "k") != 0 {
+			time.Sleep(time.Millisecond) // the waker offers tests no signal
+		}
+		return true
+	})
+	handsOver(t, h, holder, res)
+}
+
+// TestAWantCopyThatLandsAfterItsHandOffIsWithdrawn: a waiter's want that
+// a master publishes only after a hand-off served it (the copy was slow on
+// its way) would look live to a Client that missed the hand-off's notices,
+// and that Client would hand the key to a token nobody waits for; the
+// waiter's Client follows such a copy with a withdrawal. (An adversary
+// review's kill storm, every 5 ms, showed about a hundred copies a run
+// landing after their hand-off, and hand-offs to served wants.)
+func TestAWantCopyThatLandsAfterItsHandOffIsWithdrawn(t *testing.T) {
+	r := startReal(t, 5)
+	h := r.client()
+	slowPub := &publishDelay{delay: scaled(500 * time.Millisecond), started: make(chan struct{}, 1)}
+	nodes := make([]redis.UniversalClient, len(r.servers))
+	for i, s := range r.servers {
+		c := s.Client(&redis.Options{ClientName: "waiter"})
+		c.AddHook(slowPub)
+		nodes[i] = c
+	}
+	w, err := New(nodes, WithNodeTimeout(scaled(2*time.Second)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.Close() })
+	for i := range r.servers { // every master's notices on "k", as they come
+		ps := r.admin[i].Subscribe(bg, noticeChannel("k"))
+		defer ps.Close()
+		if _, err := ps.Receive(bg); err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			for m := range ps.Channel() {
+				slowPub.record(m.Payload)
+			}
+		}()
+	}
+
+	holder := holding(t, h)
+	res := tryLockAsync(w, "k", time.Minute)
+	wantKnown(t, h, "k", 1)
+	token := wantsOf(h, "k")[0]
+	slowPub.on.Store(true)
+	killSubscriptions(t, r, "waiter") // the waiter's gap: it repeats its want, slowly
+	<-slowPub.started
+	if err := holder.Unlock(bg); err != nil { // handed to the want, before the copy lands
+		t.Fatal(err)
+	}
+	got := <-res
+	if got.err != nil || got.l.Token() != token {
+		t.Fatalf("the waiter: %v", got.err)
+	}
+	defer func() { _ = got.l.Unlock(bg) }()
+	settle(w) // the copy, and whatever follows it
+	within(t, scaled(5*time.Second), "a withdrawal after the late copy", func() bool {
+		for !slowPub.withdrawnAfterCopy(token) {
+			time.Sleep(time.Millisecond) // the subscribers' goroutines give no signal
+		}
+		return true
+	})
+}
+
+// A publishDelay is a go-redis hook that, while on, delays each PUBLISH
+// (a want going out slowly), and records the notices heard on the key.
+type publishDelay struct {
+	on      atomic.Bool
+	delay   time.Duration
+	started chan struct{} // receives when a delayed PUBLISH starts
+
+	mu      sync.Mutex
+	notices []string
+}
+
+func (p *publishDelay) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (p *publishDelay) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "publish" && p.on.Load() {
+			select {
+			case p.started <- struct{}{}:
+			default:
+			}
+			time.Sleep(p.delay) // the network's slowness, not a synchronisation
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (p *publishDelay) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func (p *publishDelay) record(payload string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.notices = append(p.notices, payload)
+}
+
+// withdrawnAfterCopy reports whether a withdrawal of token's want was heard
+// after its last copy that was heard after the key was handed to it.
+func (p *publishDelay) withdrawnAfterCopy(token string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	handed, copied := false, false
+	for _, m := range p.notices {
+		f := strings.Fields(m)
+		if len(f) != 4 || f[2] != token {
+			continue
+		}
+		switch {
+		case f[0] == handedNotice:
+			handed, copied = true, false
+		case f[0] == wantedNotice && f[3] != "0" && handed:
+			copied = true
+		case f[0] == wantedNotice && f[3] == "0" && copied:
+			return true
+		}
+	}
+	return false
+}
+
+// TestAWithdrawalOfAnOlderWantLeavesTheClientsNewerOne: a Client keeps one
+// want per other Client, the newest; the withdrawal of an older token of
+// that Client (a late copy's withdrawal, or a waiter that gave up after
+// another of its Client's waiters asked) must not take the newer want out
+// of line. (It did: under a pub/sub kill storm every 20 ms, 3 runs in 18
+// stalled for the storm's length once late copies were withdrawn.)
+func TestAWithdrawalOfAnOlderWantLeavesTheClientsNewerOne(t *testing.T) {
+	r := startReal(t, 5)
+	h := r.client()
+	watching(t, h, "k")
+	r.subscribed("k")
+	publish := func(client, token string, ttl int) {
+		t.Helper()
+		n := newNotice(wantedNotice, "k", client, token, ttl)
+		if err := r.admin[0].Publish(bg, n.channel, n.message).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	older, newer, marker := uuid.NewString(), uuid.NewString(), uuid.NewString()
+	publish("other", older, 60000)
+	publish("other", newer, 60000)
+	publish("other", older, 0)
+	publish("marker", marker, 60000) // heard after the withdrawal: same master, same connection
+	wantKnown(t, h, "k", 1)
+	within(t, scaled(5*time.Second), "the marker want", func() bool {
+		for !slices.Contains(wantsOf(h, "k"), marker) {
+			time.Sleep(time.Millisecond) // the waker has no signal for tests
+		}
+		return true
+	})
+	if got := wantsOf(h, "k"); !slices.Contains(got, newer) {
+		t.Fatalf("wants after the older token's withdrawal: %q; want the newer one kept", got)
+	}
+}
+
+// handsOver unlocks holder, h's lock, and checks that it handed the key to
+// the other Client's waiter whose Lock reports on res.
+func handsOver(t *testing.T, h *Client, holder *Lock, res <-chan error) {
+	t.Helper()
+	if err := holder.Unlock(bg); err != nil {
+		t.Fatal(err)
+	}
+	awaitLockWithin(t, res, scaled(5*time.Second), "the waiter, after the holder's Unlock")
+	if n := h.cfg.test.remoteHandOffs.Load(); n != 1 {
+		t.Fatalf("%d hand-offs to the waiter; want 1", n)
+	}
+}
+
+// gapsOf returns c's count of gaps in its subscription to key.
+func gapsOf(c *Client, key string) int {
+	kw, _ := watchState(c, key)
+	return kw.gaps
+}
+
+// awaitGaps waits until c counted n gaps in its subscription to key.
+func awaitGaps(t *testing.T, c *Client, key string, n int) {
+	t.Helper()
+	within(t, scaled(5*time.Second), "the subscriptions, confirmed again", func() bool {
+		for gapsOf(c, key) < n {
+			time.Sleep(time.Millisecond) // the waker offers tests no signal
+		}
+		return true
+	})
+}
+
+// doubtfulWants counts the wants of key that c doubts.
+func doubtfulWants(c *Client, key string) int {
+	c.wk.mu.Lock()
+	defer c.wk.mu.Unlock()
+	n := 0
+	if kw := c.wk.keys[key]; kw != nil {
+		for _, w := range kw.wants {
+			if w.doubtful(c.quorum) {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// namedClient is a Client over r's masters whose connections carry name
+// (CLIENT SETNAME), so that killSubscriptions can single them out.
+func namedClient(t *testing.T, r *realNodes, name string) *Client {
+	t.Helper()
+	nodes := make([]redis.UniversalClient, len(r.servers))
+	for i, s := range r.servers {
+		nodes[i] = s.Client(&redis.Options{ClientName: name})
+	}
+	c, err := New(nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// killSubscriptions closes the pub/sub connections on the given masters
+// (all when none are given): those whose name is name, or every one when
+// name is empty.
+func killSubscriptions(t *testing.T, r *realNodes, name string, masters ...int) {
+	t.Helper()
+	if len(masters) == 0 {
+		for i := range r.servers {
+			masters = append(masters, i)
+		}
+	}
+	for _, i := range masters {
+		a := r.admin[i]
+		if name == "" {
+			if err := a.Do(bg, "CLIENT", "KILL", "TYPE", "pubsub").Err(); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		list, err := a.ClientList(bg).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		killed := 0
+		for _, line := range strings.Split(list, "\n") {
+			f := strings.Fields(line)
+			if !slices.Contains(f, "name="+name) || !slices.ContainsFunc(f, func(s string) bool { return strings.HasPrefix(s, "sub=") && s != "sub=0" }) {
+				continue
+			}
+			id := strings.TrimPrefix(f[0], "id=")
+			if err := a.Do(bg, "CLIENT", "KILL", "ID", id).Err(); err != nil {
+				t.Fatal(err)
+			}
+			killed++
+		}
+		if killed == 0 {
+			t.Fatalf("master %d: no subscription of %q to kill", i, name)
+		}
 	}
 }

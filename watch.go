@@ -47,6 +47,10 @@ type keyWatch struct {
 	expects  map[string]*expected // this Client's waiters' announced tokens
 	subs     []bool               // nodes where the subscription to the key is confirmed
 	nsubs    int
+	// gaps counts the times the subscription may have missed notices: it
+	// became active (a majority confirmed it), or a node confirmed it again
+	// (go-redis re-subscribes after a lost connection, silently).
+	gaps int
 
 	round  time.Duration // attempt duration, moving average
 	factor float64       // a slot is factor × round

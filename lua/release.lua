@@ -3,6 +3,11 @@
 -- so that waiters subscribed to it try again at once instead of at their
 -- next backoff. Clean-up after failed attempts stays silent: announcing it
 -- would wake every waiter into another split vote.
+-- When ARGV[4] is '1', the holder's acquisition announced nothing (no
+-- waiter of its client watched the key), so only a waiter that found the
+-- key taken since listens, and that waiter marked it (token.lua): the
+-- notice goes out only when the key is marked. A lock nobody else wanted
+-- then costs no PUBLISH.
 -- Returns 0 when the key was absent or another's; when our key was deleted,
 -- 1 plus the number of subscribers that heard the notice, or -1 when the
 -- server refused the notice (an ACL user without channel rights).
@@ -10,9 +15,10 @@
 -- Check and delete run as one script, so no other client's SET can land
 -- between them (pitfall 6), and a token that is not ours is never deleted
 -- (pitfall 5).
-if ours(redis.pcall('GET', KEYS[1]), ARGV[1]) then
+local cur = redis.pcall('GET', KEYS[1])
+if ours(cur, ARGV[1]) then
   redis.call('DEL', KEYS[1])
-  if ARGV[2] ~= '' then
+  if ARGV[2] ~= '' and (ARGV[4] ~= '1' or cur ~= ARGV[1]) then
     local r = publish(ARGV[2], ARGV[3])
     if type(r) == 'table' and r.err then
       return -1
