@@ -141,7 +141,7 @@ var mutants = []mutant{
 		file:    "quorum.go",
 		from:    "v.mem.reported && v.mem.age < guard:",
 		to:      "v.mem.reported && false:",
-		killers: "TestRestartedMasterIsQuarantined|TestRestartWithPersistenceIsNotQuarantined",
+		killers: "TestAYoungYesThatWouldCompleteTheMajorityIsHeldBack|TestRestartedMasterIsQuarantined|TestRestartWithPersistenceIsNotQuarantined",
 	},
 	{
 		name:    "repair-counts-a-quarantined-master",
