@@ -645,3 +645,84 @@ func TestAWaiterThatStartedWaitingSendsNoAttemptOnOtherNotices(t *testing.T) {
 		t.Fatalf("the waiter's Lock: %v, want its ctx's end", err)
 	}
 }
+
+// A release reaches the masters one by one. A waiter acts on the first
+// master's notice, and its attempt may lose to the masters the release has
+// not reached yet. Their notices, of the same release, are then the only word
+// that the key is free: they wake the waiter again. (Found by an adversary
+// review of a CI failure: the waiter ignored them as repeats of a release it
+// knew, and slept its longest backoff while the key was free.)
+func TestAWaiterWhoseAttemptLostToAReleaseOnItsWayHearsTheRestOfIt(t *testing.T) {
+	r := startReal(t, 5)
+	backoff := scaled(10 * time.Second)
+	var armed atomic.Bool
+	refused := make(chan struct{}, 3) // an attempt after the first notice, refused by masters 0, 2 and 3
+	hook := &scriptHook{script: acquireScript, after: func(context.Context) error {
+		if armed.Load() {
+			select {
+			case refused <- struct{}{}:
+			default:
+			}
+		}
+		return nil
+	}}
+	clients := make([]redis.UniversalClient, len(r.servers))
+	for i, s := range r.servers {
+		clients[i] = s.Client(nil)
+		if i != 1 && i != 4 {
+			clients[i].AddHook(hook)
+		}
+	}
+	w, err := New(clients, WithRetryDelay(backoff, backoff), withLinger(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.Close() })
+	for i := range r.servers {
+		r.take(i, "k", "other", time.Minute) // a holder outside any Client
+	}
+	// Subscribed before the call below, so that its one attempt is made
+	// while subscribed, and no confirmation sends it another.
+	ctx, cancel := context.WithTimeout(bg, scaled(100*time.Millisecond))
+	_, _ = w.Lock(ctx, "k", time.Minute)
+	cancel()
+	within(t, scaled(5*time.Second), "the waiter's subscriptions", func() bool {
+		for {
+			if kw, _ := watchState(w, "k"); kw.nsubs == len(r.servers) {
+				return true
+			}
+			time.Sleep(time.Millisecond) // the waker offers tests no signal
+		}
+	})
+	res := lockInBackground(bg, w, "k")
+	within(t, scaled(5*time.Second), "the waiter's want", func() bool {
+		for {
+			if kw, _ := watchState(w, "k"); len(kw.expects) > 0 {
+				return true // announced after its attempt: it waits
+			}
+			time.Sleep(time.Millisecond) // no signal either
+		}
+	})
+	release := func(masters ...int) {
+		t.Helper()
+		for _, i := range masters {
+			if err := r.admin[i].Del(bg, "k").Err(); err != nil {
+				t.Fatal(err)
+			}
+			n := newNotice(releasedNotice, "k", "other", "other", 0)
+			if err := r.admin[i].Publish(bg, n.channel, n.message).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	armed.Store(true)
+	release(1, 4) // the release's first notices: the waiter tries, and loses
+	within(t, scaled(5*time.Second), "the waiter's attempt on the first notice", func() bool {
+		for range 3 {
+			<-refused
+		}
+		return true
+	})
+	release(0, 2, 3)
+	awaitLockWithin(t, res, backoff/2, "the waiter slept its backoff with the key free")
+}

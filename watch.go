@@ -186,15 +186,25 @@ func (h *watcher) stoodDown() {
 	h.kw.factor = max(h.kw.factor*0.98, minSlotFactor)
 }
 
-// event records a new event and wakes the watchers. A release already
-// heard (from another node, or noted by Unlock) is not news, and nor is the
-// release of a token other than the holder's: it comes from a node whose
-// notices lag, after a majority already gave the key to the next holder.
+// event records a new event and wakes the watchers. The release of a token
+// other than the holder's is not news: it comes from a node whose notices
+// lag, after a majority already gave the key to the next holder. Nor is a
+// release already heard (from another node, or noted by Unlock), but while
+// nobody took the key since, it wakes the watchers again: a release reaches
+// the nodes one by one, and a waiter that tried on the first one's notice
+// may have lost to the nodes it had not reached yet; this node's notice
+// says it has now (an adversary review found waiters asleep for their
+// longest backoff with the key free).
 func (kw *keyWatch) event(e event, foreign bool, token string) {
 	switch e {
 	case released:
-		stale := kw.holder != "" && kw.holder != token
-		if kw.wasReleased(token) || stale {
+		if kw.holder != "" && kw.holder != token {
+			return
+		}
+		if kw.wasReleased(token) {
+			if kw.latest == released {
+				kw.wake()
+			}
 			return
 		}
 		kw.released[kw.nextRel] = token

@@ -689,6 +689,13 @@ var mutants = []mutant{
 		to:      "	if false {\n",
 		killers: "TestAnAnnouncedLockIsReleasedAloud",
 	},
+	{
+		name:    "a-releases-later-notices-wake-nobody",
+		file:    "watch.go",
+		from:    "			if kw.latest == released {\n				kw.wake()",
+		to:      "			if false {\n				kw.wake()",
+		killers: "TestAWaiterWhoseAttemptLostToAReleaseOnItsWayHearsTheRestOfIt",
+	},
 }
 
 func main() {
