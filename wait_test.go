@@ -79,6 +79,16 @@ func watchState(c *Client, key string) (kw keyWatch, ok bool) {
 	return keyWatch{}, false
 }
 
+// expecting is how many of c's announced tokens for key await a hand-off.
+func expecting(c *Client, key string) int {
+	c.wk.mu.Lock()
+	defer c.wk.mu.Unlock()
+	if kw := c.wk.keys[key]; kw != nil {
+		return len(kw.expects)
+	}
+	return 0
+}
+
 // TestWaiterStandsDownWhenAnotherClientTakesTheKey: a waiter woken by a
 // release whose contention delay is still running hears another Client take
 // the key; it must not send an attempt that must fail, and must still get
@@ -697,7 +707,7 @@ func TestAWaiterWhoseAttemptLostToAReleaseOnItsWayHearsTheRestOfIt(t *testing.T)
 	res := lockInBackground(bg, w, "k")
 	within(t, scaled(5*time.Second), "the waiter's want", func() bool {
 		for {
-			if kw, _ := watchState(w, "k"); len(kw.expects) > 0 {
+			if expecting(w, "k") > 0 {
 				return true // announced after its attempt: it waits
 			}
 			time.Sleep(time.Millisecond) // no signal either
