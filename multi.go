@@ -131,9 +131,10 @@ func (c *Client) attemptMulti(ctx context.Context, keys []string, ttl time.Durat
 // backoff delay, cut short by a release notice of any of the keys.
 func (c *Client) waitMulti(ctx context.Context, keys []string, ttl time.Duration) (*Lock, error) {
 	var (
-		watches []*watcher // from the first failed attempt on
-		last    error      // the last attempt decided without ctx ending
-		events  []<-chan struct{}
+		watches  []*watcher // from the first failed attempt on
+		last     error      // the last attempt decided without ctx ending
+		events   []<-chan struct{}
+		releases []int // of each key, as of its events channel
 	)
 	defer func() {
 		for _, w := range watches {
@@ -161,20 +162,24 @@ func (c *Client) waitMulti(ctx context.Context, keys []string, ttl time.Duration
 				watches = append(watches, c.wk.watch(k))
 			}
 			events = make([]<-chan struct{}, len(watches))
+			releases = make([]int, len(watches))
 			for i, w := range watches {
-				events[i] = w.events()
+				events[i], releases[i] = w.releasesSince()
 			}
 		}
-		if err := c.sleepMulti(ctx, joined, last, watches, events, c.cfg.backoff(fails)); err != nil {
+		if err := c.sleepMulti(ctx, joined, last, watches, events, releases, c.cfg.backoff(fails)); err != nil {
 			return nil, err
 		}
 	}
 }
 
-// sleepMulti waits for d, or until one of the keys is released (a notice;
-// other notices only renew the wait), and returns LockMulti's error when
-// ctx ends or the Client closes first.
-func (c *Client) sleepMulti(ctx context.Context, joined string, last error, watches []*watcher, events []<-chan struct{}, d time.Duration) error {
+// sleepMulti waits for d, or until one of the keys is released anew: since
+// releases[i] releases of key i (a notice; other notices, and the repeats of
+// a release heard already, only renew the wait: a multi-key acquisition
+// announces nothing, so a repeat would send every loser into another
+// attempt on a key just taken). It returns LockMulti's error when ctx ends
+// or the Client closes first.
+func (c *Client) sleepMulti(ctx context.Context, joined string, last error, watches []*watcher, events []<-chan struct{}, releases []int, d time.Duration) error {
 	timer := time.NewTimer(d)
 	defer timer.Stop()
 	const fixed = 3 // the timer, ctx and Close, then one case per key
@@ -195,10 +200,12 @@ func (c *Client) sleepMulti(ctx context.Context, joined string, last error, watc
 		case 2:
 			return fmt.Errorf("%w: %q: %w while waiting", ErrNotObtained, joined, ErrClosed)
 		}
-		w := watches[i-fixed]
-		events[i-fixed] = w.events()
-		cases[i].Chan = reflect.ValueOf(events[i-fixed])
-		if w.latest() == released {
+		j := i - fixed
+		w := watches[j]
+		n := releases[j]
+		events[j], releases[j] = w.releasesSince()
+		cases[i].Chan = reflect.ValueOf(events[j])
+		if releases[j] != n && w.latest() == released {
 			return nil
 		}
 	}

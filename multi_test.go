@@ -426,3 +426,80 @@ func TestHashSlot(t *testing.T) {
 		}
 	}
 }
+
+// A multi-key acquisition announces nothing, so a waiter of LockMulti never
+// hears a key taken: it acts only on a new release. The repeats of a
+// release it heard already (every master sends one) renew its wait, and
+// send it into no attempt on a key another waiter just took. (Found by an
+// adversary review: when repeats began to wake waiters, multi-key waiters
+// made twice the attempts, at half the throughput, with 8 Clients.)
+func TestAMultiKeyWaiterActsOnlyOnANewRelease(t *testing.T) {
+	r := startReal(t, 5)
+	backoff := scaled(10 * time.Second)
+	attempts := make(chan struct{}, 16) // one per attempt: its call to master 0 answered
+	clients := make([]redis.UniversalClient, len(r.servers))
+	for i, s := range r.servers {
+		clients[i] = s.Client(nil)
+	}
+	clients[0].AddHook(&scriptHook{script: acquireMultiScript, after: func(context.Context) error {
+		attempts <- struct{}{}
+		return nil
+	}})
+	w, err := New(clients, WithRetryDelay(backoff, backoff), withLinger(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.Close() })
+	for i := range r.servers {
+		r.take(i, "a", "other", time.Minute) // held outside any Client
+		r.take(i, "b", "other", time.Minute)
+	}
+	res := make(chan error, 1)
+	go func() {
+		l, err := w.LockMulti(bg, []string{"a", "b"}, time.Minute)
+		if err == nil {
+			err = l.Unlock(bg)
+		}
+		res <- err
+	}()
+	attempt := func(what string) {
+		t.Helper()
+		within(t, scaled(5*time.Second), what, func() bool {
+			<-attempts
+			return true
+		})
+	}
+	attempt("the first attempt")
+	within(t, scaled(5*time.Second), "the waiter's subscriptions", func() bool {
+		for {
+			if kw, _ := watchState(w, "a"); kw.nsubs == len(r.servers) {
+				return true
+			}
+			time.Sleep(time.Millisecond) // the waker offers tests no signal
+		}
+	})
+	notice := func(token string, masters ...int) {
+		t.Helper()
+		n := newNotice(releasedNotice, "a", "other", token, 0)
+		for _, i := range masters {
+			if err := r.admin[i].Publish(bg, n.channel, n.message).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	notice("other", 1) // a release, first heard: the waiter tries (and loses: the keys stay taken)
+	attempt("the attempt on the release")
+	notice("other", 2, 3) // the same release's repeats
+	select {
+	case <-attempts:
+		t.Fatal("a repeat of a release heard already sent the multi-key waiter into another attempt")
+	case <-time.After(scaled(300 * time.Millisecond)): // the absence of an attempt has no signal
+	}
+	notice("other-2", 1) // a new release still wakes it
+	attempt("the attempt on a new release")
+	for i := range r.servers {
+		r.admin[i].Del(bg, "a", "b")
+	}
+	notice("other-3", 1)
+	awaitLockWithin(t, res, backoff/2, "the multi-key waiter slept its backoff with the keys free")
+}

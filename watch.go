@@ -38,6 +38,7 @@ type keyWatch struct {
 
 	released [8]string // tokens whose release was heard: each node repeats it
 	nextRel  int
+	releases int // how many of them: a release's repeats wake the waiters, and only this tells a new one
 	votes    [8]tokenVotes // nodes that announced each recent acquisition
 	nextVote int
 
@@ -105,6 +106,19 @@ func (h *watcher) events() <-chan struct{} {
 	h.w.mu.Lock()
 	defer h.w.mu.Unlock()
 	return h.kw.ch
+}
+
+// releasesSince returns the channel closed at the key's next notice, and
+// how many releases the key had so far, read together: a waiter that acts
+// only on a new release (LockMulti) tells one from a wake by a release's
+// repeat, or by any other notice.
+func (h *watcher) releasesSince() (<-chan struct{}, int) {
+	if h == nil {
+		return nil, 0
+	}
+	h.w.mu.Lock()
+	defer h.w.mu.Unlock()
+	return h.kw.ch, h.kw.releases
 }
 
 // latest returns the key's latest event.
@@ -209,6 +223,7 @@ func (kw *keyWatch) event(e event, foreign bool, token string) {
 		}
 		kw.released[kw.nextRel] = token
 		kw.nextRel = (kw.nextRel + 1) % len(kw.released)
+		kw.releases++
 		kw.holder = ""
 	case taken:
 		kw.holder = token

@@ -696,6 +696,13 @@ var mutants = []mutant{
 		to:      "			if false {\n				kw.wake()",
 		killers: "TestAWaiterWhoseAttemptLostToAReleaseOnItsWayHearsTheRestOfIt",
 	},
+	{
+		name:    "multi-key-waiter-acts-on-repeats",
+		file:    "multi.go",
+		from:    "if releases[j] != n && w.latest() == released {",
+		to:      "if (releases[j] != n || true) && w.latest() == released {",
+		killers: "TestAMultiKeyWaiterActsOnlyOnANewRelease",
+	},
 }
 
 func main() {
