@@ -38,7 +38,7 @@ type keyWatch struct {
 
 	released [8]string // tokens whose release was heard: each node repeats it
 	nextRel  int
-	releases int // how many of them: a release's repeats wake the waiters, and only this tells a new one
+	releases int           // how many of them: a release's repeats wake the waiters, and only this tells a new one
 	votes    [8]tokenVotes // nodes that announced each recent acquisition
 	nextVote int
 
