@@ -461,8 +461,8 @@ var mutants = []mutant{
 	{
 		name:    "multi-waiter-hears-its-first-key-only",
 		file:    "multi.go",
-		from:    "\t\tif w.latest() == released {",
-		to:      "\t\tif w.latest() == released && i == fixed {",
+		from:    "\t\tif releases[j] != n && w.latest() == released {",
+		to:      "\t\tif releases[j] != n && w.latest() == released && i == fixed {",
 		killers: "TestLockMultiIsWokenByAReleaseOfEitherKey",
 	},
 	{
