@@ -7,6 +7,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"slices"
 	"sync"
@@ -107,8 +108,32 @@ func (s goRedisSub) unsubscribe(ctx context.Context, channel string) error {
 	return s.ps.Unsubscribe(ctx, channel)
 }
 
+// run reads the subscription's messages itself, until the PubSub is
+// closed. go-redis's ChannelWithSubscriptions would hand each one through
+// two more goroutines (its reader's, and a health check's woken per
+// message) and a timer: three wake-ups per notice where one will do, and a
+// hand-off sends five notices to every Client that watches the key, all at
+// the moment its round's replies come in. A broken connection is handled
+// as there: go-redis reconnects, and subscribes again to the channels,
+// when Receive fails on it; after two failures in a row, the loop waits
+// 100 ms between attempts. (The health check's PING on an idle connection
+// adds nothing for a blocking reader: what fails a write there, a reset
+// or a close, fails the read too.)
 func (s goRedisSub) run(deliver func(subEvent)) {
-	for m := range s.ps.ChannelWithSubscriptions() {
+	var errs int
+	for {
+		m, err := s.ps.Receive(context.Background())
+		if err != nil {
+			if errors.Is(err, redis.ErrClosed) {
+				return
+			}
+			if errs > 0 {
+				time.Sleep(100 * time.Millisecond)
+			}
+			errs++
+			continue
+		}
+		errs = 0
 		switch m := m.(type) {
 		case *redis.Subscription:
 			k := subEnded
