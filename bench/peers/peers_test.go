@@ -15,8 +15,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -52,14 +55,20 @@ type impl struct {
 	name  string
 	nodes int // how many masters it uses
 	make  func(clients []redis.UniversalClient) locker
+	// family, when set, instead of make: returns a fresh make whose
+	// lockers share state in this process (the oracle), for one run of
+	// BenchmarkContended, the only benchmark that runs it.
+	family func() func(clients []redis.UniversalClient) locker
 }
 
 var impls = []impl{
-	{"bsm-1-node", 1, newBSM},
-	{"floor", 5, newFloor},
-	{"floor-guarded", 5, newGuardedFloor},
-	{"redsync", 5, newRedsync},
-	{"redlock", 5, newRedlock},
+	{"bsm-1-node", 1, newBSM, nil},
+	{"floor", 5, newFloor, nil},
+	{"floor-guarded", 5, newGuardedFloor, nil},
+	{"floor-scripts", 5, newScriptedFloor, nil},
+	{"redsync", 5, newRedsync, nil},
+	{"redlock", 5, newRedlock, nil},
+	{"oracle", 5, nil, newOracleFamily},
 }
 
 // Every benchmark gets five fresh masters.
@@ -78,6 +87,9 @@ func clients(servers []*redistest.Server) []redis.UniversalClient {
 // ns/op(bsm-1-node) / ns/op(x).
 func BenchmarkParallel(b *testing.B) {
 	for _, im := range impls {
+		if im.family != nil {
+			continue // the oracle only waits
+		}
 		b.Run(im.name, func(b *testing.B) {
 			servers := masters(b)[:im.nodes]
 			lk := im.make(clients(servers))
@@ -123,6 +135,9 @@ var errNotObtained = errors.New("not obtained")
 // metric: the median pair, in µs.
 func BenchmarkUncontended(b *testing.B) {
 	for _, im := range impls {
+		if im.family != nil {
+			continue // the oracle only waits
+		}
 		b.Run(im.name, func(b *testing.B) {
 			lk := im.make(clients(masters(b)[:im.nodes]))
 			defer lk.close()
@@ -150,15 +165,19 @@ func BenchmarkUncontended(b *testing.B) {
 // those run inside scripts.
 func BenchmarkContended(b *testing.B) {
 	for _, im := range impls {
-		if im.name == "floor" || im.name == "floor-guarded" {
+		if strings.HasPrefix(im.name, "floor") {
 			continue // they do not wait
 		}
 		b.Run(im.name, func(b *testing.B) {
 			servers := masters(b)[:im.nodes]
 			const workers = 8
+			mk := im.make
+			if im.family != nil {
+				mk = im.family()
+			}
 			lks := make([]locker, workers)
 			for i := range lks {
-				lks[i] = im.make(clients(servers))
+				lks[i] = mk(clients(servers))
 				defer lks[i].close()
 			}
 			srv := serverCommands(b, servers)
@@ -334,6 +353,12 @@ type floor struct {
 	clients []redis.UniversalClient
 	quorum  int
 	guarded bool
+	// scripted: the rounds run redlock's own acquire and release scripts,
+	// as redlock sends them to a master whose memory it knows (known, per
+	// master), announcing nothing: what a round costs with those scripts,
+	// and nothing else of redlock's.
+	scripted bool
+	known    []string
 }
 
 // newGuardedFloor is the floor whose take is what a lean, script-free
@@ -344,6 +369,39 @@ type floor struct {
 // token). It measures that design's ceiling against the floor.
 func newGuardedFloor(clients []redis.UniversalClient) locker {
 	return &floor{clients: clients, quorum: len(clients)/2 + 1, guarded: true}
+}
+
+// newScriptedFloor is the floor running redlock's scripts (floor.scripted).
+func newScriptedFloor(clients []redis.UniversalClient) locker {
+	f := &floor{clients: clients, quorum: len(clients)/2 + 1, scripted: true}
+	for _, c := range clients {
+		// The first call creates the master's memory marker and tells when
+		// the memory began ("born"): redlock then sends it with each call.
+		v, err := redlockAcquire.Run(bg, c, []string{"floor:warm"}, "t", ttl.Milliseconds(), "", "", "1", "redlock:memory", "0").Slice()
+		if err != nil || len(v) != 4 {
+			panic(fmt.Sprint("floor-scripts: ", v, err))
+		}
+		f.known = append(f.known, fmt.Sprint(v[3]))
+	}
+	return f
+}
+
+// redlock's scripts, from its sources (lua.go puts them together alike).
+var (
+	redlockAcquire = redis.NewScript(luaSource("token.lua", "memory.lua", "acquire.lua"))
+	redlockRelease = redis.NewScript(luaSource("token.lua", "release.lua"))
+)
+
+func luaSource(files ...string) string {
+	var src strings.Builder
+	for _, f := range files {
+		b, err := os.ReadFile(filepath.Join("..", "..", "lua", f))
+		if err != nil {
+			panic(err)
+		}
+		src.Write(b)
+	}
+	return src.String()
 }
 
 func newFloor(clients []redis.UniversalClient) locker {
@@ -383,11 +441,28 @@ func (f *floor) try(ctx context.Context, key string) (func() error, error) {
 	token := uuid.NewString()
 	release := func() error {
 		f.round(func(c redis.UniversalClient) bool {
+			if f.scripted {
+				return redlockRelease.Run(bg, c, []string{key}, token, "", "", "0").Err() == nil
+			}
 			return floorRelease.Run(bg, c, []string{key}, token).Err() == nil
 		})
 		return nil
 	}
 	won, rest := f.round(func(c redis.UniversalClient) bool {
+		if f.scripted {
+			i := slices.Index(f.clients, c)
+			v, err := redlockAcquire.Run(ctx, c, []string{key}, token, ttl.Milliseconds(), "", "", "1", "redlock:memory", f.known[i]).Result()
+			if err != nil {
+				return false
+			}
+			switch v := v.(type) {
+			case int64: // the memory it knows: the vote + 4 × the longest TTL
+				return v%4 == 1
+			case []any:
+				return len(v) == 4 && v[0] == int64(1)
+			}
+			return false
+		}
 		if f.guarded {
 			var set *redis.BoolCmd
 			var marker, cur *redis.StringCmd
@@ -418,3 +493,115 @@ func (f *floor) wait(ctx context.Context, key string) (func() error, error) {
 }
 
 func (f *floor) close() {}
+
+// The oracle is the least a turn can cost on five masters, across
+// processes: a bare majority lock whose holder passes the key to the next
+// waiter in one round (a compare-and-set script on every master, returning
+// at the majority), and whose waiters learn of their turn from a Go channel
+// in this process, which costs nothing. No lock across processes has such a
+// channel: its waiters must hear of their turn from the masters (pub/sub,
+// as redlock's do) or poll them (as bsm's and redsync's do). No restart
+// guard, no validity, no notices to anybody: it is a bound, not a lock to
+// use. It takes part in BenchmarkContended only.
+type oracle struct {
+	clients []redis.UniversalClient
+	shared  *oracleLine
+}
+
+// oracleLine is what the oracle's lockers share: per key, whether a locker
+// holds it, and the waiters in line.
+type oracleLine struct {
+	mu   sync.Mutex
+	held map[string]bool
+	line map[string][]*oracleTurn
+}
+
+// An oracleTurn is a waiter in line: the token it will hold, and the
+// channel closed once the key is its.
+type oracleTurn struct {
+	token string
+	ch    chan struct{}
+}
+
+func newOracleFamily() func(clients []redis.UniversalClient) locker {
+	shared := &oracleLine{held: map[string]bool{}, line: map[string][]*oracleTurn{}}
+	return func(clients []redis.UniversalClient) locker {
+		return &oracle{clients: clients, shared: shared}
+	}
+}
+
+// oracleHandOff replaces ARGV[1]'s key with ARGV[2]'s for ARGV[3] ms.
+var oracleHandOff = redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3]) return 1 end return 0`)
+
+func (o *oracle) try(ctx context.Context, key string) (func() error, error) {
+	return nil, errors.New("oracle: only waits")
+}
+
+// wait takes the key by a bare acquisition round when nobody holds it, or
+// queues for it and waits for its turn.
+func (o *oracle) wait(ctx context.Context, key string) (func() error, error) {
+	s := o.shared
+	t := &oracleTurn{token: uuid.NewString(), ch: make(chan struct{})}
+	s.mu.Lock()
+	free := !s.held[key]
+	if free {
+		s.held[key] = true
+	} else {
+		s.line[key] = append(s.line[key], t)
+	}
+	s.mu.Unlock()
+	if free {
+		f := &floor{clients: o.clients, quorum: len(o.clients)/2 + 1}
+		for { // the last holder's deletes may still be on their way
+			won, rest := f.round(func(c redis.UniversalClient) bool {
+				ok, err := c.SetNX(ctx, key, t.token, ttl).Result()
+				return err == nil && ok
+			})
+			rest()
+			if won {
+				break
+			}
+			f.round(func(c redis.UniversalClient) bool {
+				return floorRelease.Run(bg, c, []string{key}, t.token).Err() == nil
+			})
+		}
+	} else {
+		select {
+		case <-t.ch:
+		case <-ctx.Done():
+			return nil, ctx.Err() // (the benchmark never cancels)
+		}
+	}
+	return func() error { return o.release(key, t.token) }, nil
+}
+
+// release hands the key to the first in line, or deletes it.
+func (o *oracle) release(key, token string) error {
+	s := o.shared
+	s.mu.Lock()
+	var next *oracleTurn
+	if line := s.line[key]; len(line) > 0 {
+		next, s.line[key] = line[0], line[1:]
+	} else {
+		s.held[key] = false
+	}
+	s.mu.Unlock()
+	f := &floor{clients: o.clients, quorum: len(o.clients)/2 + 1}
+	if next == nil {
+		f.round(func(c redis.UniversalClient) bool {
+			return floorRelease.Run(bg, c, []string{key}, token).Err() == nil
+		})
+		return nil
+	}
+	won, _ := f.round(func(c redis.UniversalClient) bool {
+		n, err := oracleHandOff.Run(bg, c, []string{key}, token, next.token, ttl.Milliseconds()).Int()
+		return err == nil && n == 1
+	})
+	close(next.ch)
+	if !won {
+		return errors.New("oracle: the hand-off reached no majority")
+	}
+	return nil
+}
+
+func (o *oracle) close() {}
