@@ -437,19 +437,10 @@ func TestAMultiKeyWaiterActsOnlyOnANewRelease(t *testing.T) {
 	r := startReal(t, 5)
 	backoff := scaled(10 * time.Second)
 	attempts := make(chan struct{}, 16) // one per attempt: its call to master 0 answered
-	clients := make([]redis.UniversalClient, len(r.servers))
-	for i, s := range r.servers {
-		clients[i] = s.Client(nil)
-	}
-	clients[0].AddHook(&scriptHook{script: acquireMultiScript, after: func(context.Context) error {
+	w := hookedClient(t, r, &scriptHook{script: acquireMultiScript, after: func(context.Context) error {
 		attempts <- struct{}{}
 		return nil
-	}})
-	w, err := New(clients, WithRetryDelay(backoff, backoff), withLinger(time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = w.Close() })
+	}}, []int{0}, WithRetryDelay(backoff, backoff), withLinger(time.Hour))
 	for i := range r.servers {
 		r.take(i, "a", "other", time.Minute) // held outside any Client
 		r.take(i, "b", "other", time.Minute)
@@ -470,14 +461,7 @@ func TestAMultiKeyWaiterActsOnlyOnANewRelease(t *testing.T) {
 		})
 	}
 	attempt("the first attempt")
-	within(t, scaled(5*time.Second), "the waiter's subscriptions", func() bool {
-		for {
-			if kw, _ := watchState(w, "a"); kw.nsubs == len(r.servers) {
-				return true
-			}
-			time.Sleep(time.Millisecond) // the waker offers tests no signal
-		}
-	})
+	awaitSubscribed(t, w, "a", len(r.servers))
 	notice := func(token string, masters ...int) {
 		t.Helper()
 		n := newNotice(releasedNotice, "a", "other", token, 0)

@@ -79,6 +79,20 @@ func watchState(c *Client, key string) (kw keyWatch, ok bool) {
 	return keyWatch{}, false
 }
 
+// awaitSubscribed waits until at least n of c's masters confirmed its
+// subscription to key's notices.
+func awaitSubscribed(t *testing.T, c *Client, key string, n int) {
+	t.Helper()
+	within(t, scaled(5*time.Second), "the subscriptions to "+key+"'s notices", func() bool {
+		for {
+			if kw, _ := watchState(c, key); kw.nsubs >= n {
+				return true
+			}
+			time.Sleep(time.Millisecond) // the waker offers tests no signal
+		}
+	})
+}
+
 // expecting is how many of c's announced tokens for key await a hand-off.
 func expecting(c *Client, key string) int {
 	c.wk.mu.Lock()
@@ -520,14 +534,7 @@ func TestAWaiterSubscribedAfterTheReleaseStillHearsTheNextOne(t *testing.T) {
 		}
 	}
 	second := mustLock(t, holderC, "k", time.Minute)
-	within(t, scaled(5*time.Second), "the waiter's subscription", func() bool {
-		for {
-			if kw, _ := watchState(waiterC, "k"); kw.nsubs >= waiterC.quorum {
-				return true
-			}
-			time.Sleep(time.Millisecond) // the waker offers tests no signal
-		}
-	})
+	awaitSubscribed(t, waiterC, "k", waiterC.quorum)
 	if err := second.Unlock(bg); err != nil {
 		t.Fatal(err)
 	}
@@ -676,18 +683,7 @@ func TestAWaiterWhoseAttemptLostToAReleaseOnItsWayHearsTheRestOfIt(t *testing.T)
 		}
 		return nil
 	}}
-	clients := make([]redis.UniversalClient, len(r.servers))
-	for i, s := range r.servers {
-		clients[i] = s.Client(nil)
-		if i != 1 && i != 4 {
-			clients[i].AddHook(hook)
-		}
-	}
-	w, err := New(clients, WithRetryDelay(backoff, backoff), withLinger(time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = w.Close() })
+	w := hookedClient(t, r, hook, []int{0, 2, 3}, WithRetryDelay(backoff, backoff), withLinger(time.Hour))
 	for i := range r.servers {
 		r.take(i, "k", "other", time.Minute) // a holder outside any Client
 	}
@@ -696,14 +692,7 @@ func TestAWaiterWhoseAttemptLostToAReleaseOnItsWayHearsTheRestOfIt(t *testing.T)
 	ctx, cancel := context.WithTimeout(bg, scaled(100*time.Millisecond))
 	_, _ = w.Lock(ctx, "k", time.Minute)
 	cancel()
-	within(t, scaled(5*time.Second), "the waiter's subscriptions", func() bool {
-		for {
-			if kw, _ := watchState(w, "k"); kw.nsubs == len(r.servers) {
-				return true
-			}
-			time.Sleep(time.Millisecond) // the waker offers tests no signal
-		}
-	})
+	awaitSubscribed(t, w, "k", len(r.servers))
 	res := lockInBackground(bg, w, "k")
 	within(t, scaled(5*time.Second), "the waiter's want", func() bool {
 		for {

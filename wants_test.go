@@ -190,8 +190,9 @@ func releasedWithoutHandOff(t *testing.T, r *realNodes, h *Client, holder *Lock,
 }
 
 // hookedClient returns a Client over fresh go-redis clients of r's
-// servers, with hook on those of the nodes given; closed with the test.
-func hookedClient(t *testing.T, r *realNodes, hook redis.Hook, nodes ...int) *Client {
+// servers, with hook on those of the nodes given, and opts; closed with
+// the test.
+func hookedClient(t *testing.T, r *realNodes, hook redis.Hook, nodes []int, opts ...Option) *Client {
 	t.Helper()
 	clients := make([]redis.UniversalClient, len(r.servers))
 	for i, s := range r.servers {
@@ -200,7 +201,7 @@ func hookedClient(t *testing.T, r *realNodes, hook redis.Hook, nodes ...int) *Cl
 	for _, i := range nodes {
 		clients[i].AddHook(hook)
 	}
-	c, err := New(clients)
+	c, err := New(clients, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -509,7 +510,7 @@ func TestAHandOffThatReachesAMasterAfterTheWaitersUnlockIsReleased(t *testing.T)
 	r := startReal(t, 5)
 	late := newBatchHold(handoffScript, 1)
 	defer late.open()
-	h := hookedClient(t, r, late, 4)
+	h := hookedClient(t, r, late, []int{4})
 	w := r.client()
 	holder := holding(t, h)
 	res := tryLockAsync(w, "k", time.Minute)
@@ -584,7 +585,7 @@ func TestAWaiterThatGivesUpDuringAHandOffToItFreesTheKey(t *testing.T) {
 			r := startReal(t, 5)
 			inFlight := newBatchHold(handoffScript, 5)
 			defer inFlight.open()
-			h := hookedClient(t, r, inFlight, 0, 1, 2, 3, 4)
+			h := hookedClient(t, r, inFlight, []int{0, 1, 2, 3, 4})
 			w := r.client(WithRetryDelay(time.Minute, time.Minute))
 			holder := holding(t, h)
 			ctx, cancel := context.WithCancel(bg)
