@@ -11,6 +11,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -116,10 +117,19 @@ func (s goRedisSub) unsubscribe(ctx context.Context, channel string) error {
 // the moment its round's replies come in. A broken connection is handled
 // as there: go-redis reconnects, and subscribes again to the channels,
 // when Receive fails on it; after two failures in a row, the loop waits
-// 100 ms between attempts. (The health check's PING on an idle connection
-// adds nothing for a blocking reader: what fails a write there, a reset
-// or a close, fails the read too.)
+// 100 ms between attempts. The health check stays, off the message path
+// (check).
 func (s goRedisSub) run(deliver func(subEvent)) {
+	var heard atomic.Bool
+	ctx, stop := context.WithCancel(context.Background()) // ends the check, and a PING on its way
+	var checker sync.WaitGroup
+	checker.Add(1)
+	go func() {
+		defer checker.Done()
+		s.check(ctx, &heard)
+	}()
+	defer checker.Wait()
+	defer stop()
 	var errs int
 	for {
 		m, err := s.ps.Receive(context.Background())
@@ -134,6 +144,7 @@ func (s goRedisSub) run(deliver func(subEvent)) {
 			continue
 		}
 		errs = 0
+		heard.Store(true)
 		switch m := m.(type) {
 		case *redis.Subscription:
 			k := subEnded
@@ -144,6 +155,38 @@ func (s goRedisSub) run(deliver func(subEvent)) {
 		case *redis.Message:
 			deliver(subEvent{kind: subMessage, channel: m.Channel, payload: m.Payload})
 		}
+	}
+}
+
+// subscriptionCheck is how often a subscription's connection is looked
+// at: one that carried nothing since the last look is sent a PING.
+const subscriptionCheck = 1500 * time.Millisecond
+
+// check sends a PING on the subscription's connection when nothing came on
+// it for a subscriptionCheck (heard is set on each message, and cleared
+// here), until ctx ends. A master that forgot the connection without a
+// word (a rebooted host, a NAT or load balancer that dropped the flow)
+// leaves it half-open: a blocked read hears nothing, for as long as TCP
+// keep-alive takes (30 s by go-redis's default; never without it), and the
+// Client's notices from that master with it. The PING draws the reset that
+// ends the read, and go-redis reconnects and subscribes again (an adversary
+// found the waiters of such a Client deaf for 30 s without this check,
+// against 2.5 s with go-redis's own health check, which pings alike).
+func (s goRedisSub) check(ctx context.Context, heard *atomic.Bool) {
+	t := time.NewTicker(subscriptionCheck)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if heard.Swap(false) {
+			continue
+		}
+		pctx, cancel := context.WithTimeout(ctx, subscriptionCheck)
+		_ = s.ps.Ping(pctx) // its reply is a message too
+		cancel()
 	}
 }
 

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-go/redlock/internal/chaos"
 )
 
 // Tests of how waiters of different Clients use the key's notices.
@@ -576,6 +578,66 @@ func awaitMarked(t *testing.T, r *realNodes, key string, n int) {
 		}
 		return true
 	})
+}
+
+// A waiter whose subscription connections went half-open (each master
+// forgot its connection without a word: a rebooted host, a NAT or load
+// balancer that dropped the flow) reads nothing on them, and without TCP
+// keep-alive never learns of it: every notice is lost. The subscription's
+// health check pings a connection that carried nothing for a while, the
+// ping draws the reset, and go-redis subscribes again; the waiter, whose
+// subscription may have missed a release, tries the key. It takes the
+// lock seconds after the release, not at its backoff. (An adversary found
+// it deaf for 30 s with keep-alive, and for good without, once the
+// subscription read its messages itself, without go-redis's health check.)
+func TestAWaiterWhoseSubscriptionsWentHalfOpenHearsAgain(t *testing.T) {
+	r := startReal(t, 5)
+	holderC := r.client()
+	nodes := make([]redis.UniversalClient, len(r.servers))
+	proxies := make([]*chaos.Proxy, len(r.servers))
+	for i, s := range r.servers {
+		p, err := chaos.NewProxy("127.0.0.1:0", s.Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(p.Stop)
+		proxies[i] = p
+		nodes[i] = redis.NewClient(&redis.Options{Addr: p.Addr(), Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			d := net.Dialer{KeepAlive: -1} // as a user may: only the health check can tell
+			return d.DialContext(ctx, network, addr)
+		}})
+		t.Cleanup(func() { _ = nodes[i].Close() })
+	}
+	backoff := scaled(time.Minute)
+	waiterC, err := New(nodes, WithRetryDelay(backoff, backoff))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = waiterC.Close() })
+
+	first := mustLock(t, holderC, "k", time.Minute)
+	res := lockInBackground(bg, waiterC, "k")
+	awaitMarked(t, r, "k", holderC.quorum) // the waiter's failed attempt
+	awaitSubscribed(t, waiterC, "k", len(r.servers))
+	for _, p := range proxies {
+		p.Forget()
+	}
+	within(t, scaled(5*time.Second), "the masters dropping the waiter's subscriptions", func() bool {
+		for {
+			left := int64(0)
+			for i := range r.servers {
+				left += r.numsub(i, "k")
+			}
+			if left == 0 {
+				return true
+			}
+			time.Sleep(time.Millisecond) // the server offers no signal
+		}
+	})
+	if err := first.Unlock(bg); err != nil { // heard by nobody
+		t.Fatal(err)
+	}
+	awaitLockWithin(t, res, scaled(15*time.Second), "the waiter's half-open subscriptions stayed deaf: it slept its backoff")
 }
 
 // A waiter whose subscriptions all dropped (a connection reset on every

@@ -68,6 +68,7 @@ type proxyConn struct {
 	client, server net.Conn
 	done           chan struct{} // closed by close
 	once           sync.Once
+	forgotten      atomic.Bool // Forget: the upstream side is closed, the client's left open and silent
 }
 
 // NewProxy listens on listen (such as "127.0.0.1:0") and forwards every
@@ -116,6 +117,23 @@ func (p *Proxy) Latency(d time.Duration) { p.change(func(f *faultState) { f.late
 // on, open or new, drop it and end with a TCP reset on both sides. Idle
 // connections stay as they are until they are used.
 func (p *Proxy) ResetConnections() { p.change(func(f *faultState) { f.reset = true }) }
+
+// Forget makes every open connection half-open, as a server whose host
+// rebooted, or a NAT or load balancer that dropped the flow, leaves it: the
+// upstream side is closed (the server drops that client, and its
+// subscriptions with it), while the client's side stays open and carries
+// nothing; the client's next request there gets a TCP reset. A client that
+// only reads never learns of it, until TCP keep-alive does. New
+// connections are not affected, and Heal does not revive these.
+func (p *Proxy) Forget() {
+	p.mu.Lock()
+	conns := p.openConns()
+	p.mu.Unlock()
+	for _, c := range conns {
+		c.forgotten.Store(true)
+		_ = c.server.Close()
+	}
+}
 
 // Heal removes every fault at once, without waiting on any connection.
 // Delayed replies are forwarded at once. Connections open while bytes were
@@ -241,7 +259,7 @@ func (p *Proxy) read(c *proxyConn, src net.Conn, out chan<- chunk, down bool) {
 		if n > 0 {
 			f := p.faults.Load()
 			switch {
-			case !down && f.reset:
+			case !down && (f.reset || c.forgotten.Load()):
 				c.reset()
 				return
 			case !down && f.blackHole:
@@ -269,7 +287,11 @@ func (p *Proxy) read(c *proxyConn, src net.Conn, out chan<- chunk, down bool) {
 // closed.
 func (p *Proxy) write(c *proxyConn, dst net.Conn, in <-chan chunk, down bool) {
 	defer p.wg.Done()
-	defer c.close()
+	defer func() {
+		if !down || !c.forgotten.Load() { // forgotten: the client's side stays open, silent
+			c.close()
+		}
+	}()
 	for ch := range in {
 		if down && !p.delay(c, ch.at) {
 			return

@@ -341,6 +341,23 @@ func TestProxyResetConnections(t *testing.T) {
 	roundTrip(t, es, dial(t, p), "after")
 }
 
+func TestProxyForget(t *testing.T) {
+	es := startEcho(t)
+	p := newProxy(t, es.ln.Addr().String())
+	c := dial(t, p)
+	roundTrip(t, es, c, "before")
+
+	p.Forget()
+	fresh := dial(t, p)                // made after: not affected
+	silent(t, c, 200*time.Millisecond) // half-open: no end, no reset, nothing
+	send(t, c, "dropped")
+	if err := closed(t, c); !errors.Is(err, syscall.ECONNRESET) {
+		t.Errorf("the forgotten connection's next request ended it with %v, want a reset", err)
+	}
+	es.nothing(t) // it reached no server
+	roundTrip(t, es, fresh, "after")
+}
+
 // A link stuck in a write (the client reads nothing, the server echoes a
 // flood) is where Toxiproxy deadlocked removing a toxic: faults and Heal
 // must still return at once, and so must Stop.

@@ -697,6 +697,13 @@ var mutants = []mutant{
 		killers: "TestAWaiterWhoseAttemptLostToAReleaseOnItsWayHearsTheRestOfIt",
 	},
 	{
+		name:    "subscription-never-pings",
+		file:    "conn.go",
+		from:    "if heard.Swap(false) {",
+		to:      "if heard.Swap(false) || true {",
+		killers: "TestAWaiterWhoseSubscriptionsWentHalfOpenHearsAgain",
+	},
+	{
 		name:    "multi-key-waiter-acts-on-repeats",
 		file:    "multi.go",
 		from:    "if releases[j] != n && w.latest() == released {",
