@@ -1,8 +1,10 @@
 // Package peers runs redlock side by side with its peers, in one process,
 // on the same real redis-server masters: go-redsync/redsync and a bare
 // majority lock (the floor) on five masters, and bsm/redislock on one
-// master (the single-node baseline every ratio is read against). It is a
-// module of its own, so that the peers never enter redlock's module graph.
+// master (the single-node baseline every ratio is read against); and two
+// bounds: the floor running redlock's own scripts (floor-scripts), and,
+// under contention, the oracle (a turn told for free). It is a module of
+// its own, so that the peers never enter redlock's module graph.
 //
 //	cd bench/peers && go test -run '^$' -bench . -benchmem -count 6 | tee new.txt
 //	benchstat old.txt new.txt
