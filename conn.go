@@ -159,7 +159,9 @@ func (s goRedisSub) run(deliver func(subEvent)) {
 }
 
 // subscriptionCheck is how often a subscription's connection is looked
-// at: one that carried nothing since the last look is sent a PING.
+// at: one that carried nothing since the last look is sent a PING. The
+// PING's reply counts as traffic, so an idle connection is pinged every
+// other look (3 s, as by go-redis's own check).
 const subscriptionCheck = 1500 * time.Millisecond
 
 // check sends a PING on the subscription's connection when nothing came on
