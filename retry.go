@@ -185,10 +185,18 @@ func (lp *waitLoop) attempt() (*Lock, error) {
 	lp.c.turns.saw(lp.key, err) // for the waiters queued behind this one
 	if lp.w == nil {
 		// Subscribe after the first failure, so uncontended locks cost
-		// nothing. An event before the subscription is active is missed
-		// and costs this one wait its timer.
+		// nothing. An event before the subscription is active is missed;
+		// the subscription becoming active is an event (a gap), and the
+		// waiter, woken by it, tries again. It counts from the watch, not
+		// from here: the subscription may be active already.
+		if hook := lp.c.cfg.test.beforeWatch; hook != nil {
+			hook()
+		}
 		lp.w = lp.c.wk.watch(lp.key)
-		lp.events = lp.w.events()
+		if hook := lp.c.cfg.test.afterWatch; hook != nil {
+			hook()
+		}
+		lp.events = lp.w.eventsSinceTaken()
 	}
 	lp.w.attempted(took, lp.delayed, true)
 	lp.held = subscribed && takenByAMajority(err)

@@ -18,6 +18,9 @@ type testHooks struct {
 	noRemoteHandOff bool          // nor to another Client's: waiters announce nothing (wants.go)
 	linger          time.Duration // a key's subscription linger; 0: subscriptionLinger
 	wantRefresh     time.Duration // how often a waiter repeats its want; 0: wantRefresh
+	// beforeWatch and afterWatch run around a waiter's subscription after
+	// its first failed attempt (retry.go), on the waiter's goroutine.
+	beforeWatch, afterWatch func()
 
 	handOffs       atomic.Int64 // locks Unlock passed straight to a local waiter
 	remoteHandOffs atomic.Int64 // locks Unlock passed straight to another Client's waiter

@@ -580,6 +580,39 @@ func awaitMarked(t *testing.T, r *realNodes, key string, n int) {
 	})
 }
 
+// A waiter that subscribes after its failed attempt misses a release made
+// before its subscription is active; the subscription becoming active
+// wakes it to try again (a gap). That wake may come before the waiter goes
+// to sleep, even before it looks at the key's events: it must count from
+// the moment it subscribed. Staged here by hooks on the waiter's
+// goroutine: the release lands before the subscription, and the
+// subscription is active before the waiter looks. (An adversary's burst
+// test found a waiter asleep for its whole backoff with the key free and
+// its subscription active.)
+func TestAWaiterWhoseSubscriptionWasActiveBeforeItLookedTriesAgain(t *testing.T) {
+	r := startReal(t, 5)
+	holderC := r.client()
+	backoff := scaled(time.Minute)
+	waiterC := r.client(WithRetryDelay(backoff, backoff))
+	attempted, released := make(chan struct{}), make(chan struct{})
+	watched, active := make(chan struct{}), make(chan struct{})
+	waiterC.cfg.test.beforeWatch = func() { close(attempted); <-released }
+	waiterC.cfg.test.afterWatch = func() { close(watched); <-active }
+
+	first := mustLock(t, holderC, "k", time.Minute)
+	res := lockInBackground(bg, waiterC, "k")
+	<-attempted // refused: the key is marked where it was tried
+	if err := first.Unlock(bg); err != nil {
+		t.Fatal(err)
+	}
+	settle(holderC) // released everywhere, heard by nobody
+	close(released)
+	<-watched
+	awaitSubscribed(t, waiterC, "k", len(r.servers))
+	close(active)
+	awaitLockWithin(t, res, scaled(15*time.Second), "the waiter slept its backoff: the wake of its subscription becoming active was lost")
+}
+
 // A waiter whose subscription connections went half-open (each master
 // forgot its connection without a word: a rebooted host, a NAT or load
 // balancer that dropped the flow) reads nothing on them, and without TCP

@@ -138,7 +138,7 @@ func (w *waker) ref(key string, create bool) *watcher {
 		kw.linger = nil
 	}
 	kw.refs++
-	return &watcher{w: w, key: key, kw: kw}
+	return &watcher{w: w, key: key, kw: kw, taken: kw.ch}
 }
 
 // listening is how many subscriptions of this Client hear key's notices on

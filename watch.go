@@ -71,6 +71,9 @@ type watcher struct {
 	key  string
 	kw   *keyWatch
 	once sync.Once
+	// taken is the key's events channel when the reference was taken:
+	// closed at the first event since (see eventsSinceTaken).
+	taken <-chan struct{}
 }
 
 // close drops the reference; the subscription lingers a while after the
@@ -106,6 +109,20 @@ func (h *watcher) events() <-chan struct{} {
 	h.w.mu.Lock()
 	defer h.w.mu.Unlock()
 	return h.kw.ch
+}
+
+// eventsSinceTaken returns the channel closed at the first event since the
+// reference was taken. A waiter that subscribes after its failed attempt
+// waits on it, not on events(): the subscription may become active (an
+// event: its gap) before the waiter would have asked, and that wake is the
+// only one it gets for a release its subscription came too late to hear
+// (an adversary's burst test: a waiter slept its whole backoff with the key
+// free, its subscription active).
+func (h *watcher) eventsSinceTaken() <-chan struct{} {
+	if h == nil {
+		return nil
+	}
+	return h.taken
 }
 
 // releasesSince returns the channel closed at the key's next notice, and

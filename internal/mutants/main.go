@@ -704,6 +704,13 @@ var mutants = []mutant{
 		killers: "TestAWaiterWhoseSubscriptionsWentHalfOpenHearsAgain",
 	},
 	{
+		name:    "a-new-waiter-counts-events-from-after-its-watch",
+		file:    "retry.go",
+		from:    "lp.events = lp.w.eventsSinceTaken()",
+		to:      "lp.events = lp.w.events()",
+		killers: "TestAWaiterWhoseSubscriptionWasActiveBeforeItLookedTriesAgain",
+	},
+	{
 		name:    "multi-key-waiter-acts-on-repeats",
 		file:    "multi.go",
 		from:    "if releases[j] != n && w.latest() == released {",
