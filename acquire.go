@@ -40,8 +40,24 @@ func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration, age
 	}
 	start := time.Now()
 	args := newRoundArgs(key, l.token, ttl, announce, c.guard(ttl) > 0)
-	r := c.fanOutAsync(ctx, "lock", key, c.deadline(start, ttl), nil, ttl, &acquireRound{l: l, ttl: ttl, args: args})
+	var hedge time.Duration
+	reserve := c.reserves(key) // 0 without WithQuorumFirst
+	if reserve != 0 {
+		hedge = c.hedgeAfter(ttl)
+	}
+	r := c.fanOutQuorumFirst(ctx, "lock", key, c.deadline(start, ttl), nil, ttl, &acquireRound{l: l, ttl: ttl, args: args}, reserve, hedge)
+	if r.unasked != 0 {
+		l.widens = true
+		for i, h := range l.holds {
+			if r.unasked&(1<<i) != 0 {
+				h.reserve() // never sent: Unlock skips it, Extend may ask it
+			}
+		}
+	}
 	if l.won(r) {
+		if reserve != 0 && r.unasked == reserve {
+			c.noteRound(r.elapsed())
+		}
 		return l, nil
 	}
 	// Spec step 4: release everywhere, including nodes that failed or timed
@@ -57,6 +73,10 @@ type acquireRound struct {
 	l    *Lock
 	ttl  time.Duration // the attempt's: l.ttl moves with Extend, under l.mu
 	args *roundArgs
+	take bool // Extend's, on nodes it asked (hold.ask): a later one may ask again
+	// answered, when not nil, is told of each node's answer as it comes
+	// (late ones too): LockMulti's refusalMarks.
+	answered func(node int, a attemptAnswer)
 }
 
 func (a *acquireRound) call(ctx context.Context, n *node) (ballot, error) {
@@ -78,14 +98,29 @@ func (a *acquireRound) reply(t *nodeTask, cmd reply) (ballot, error) {
 // acquired records node n's answer in the lock's hold, and releases the
 // node when the lock already gave it up.
 func (a *acquireRound) acquired(n *node, b ballot, err error) (ballot, error) {
-	l := a.l
+	l, h := a.l, a.l.holds[n.index]
 	if errors.Is(err, errNotSent) {
-		l.holds[n.index].finish(false, nil)
+		if h.finishUnsent(a.take) {
+			l.releaseNode(n, a.ttl) // what an earlier call to take it left
+		}
+		if a.answered != nil {
+			a.answered(n.index, noAnswer)
+		}
 		return ballot{}, errGivenUp
 	}
-	l.holds[n.index].born.Store(b.mem.born)
-	if l.holds[n.index].finish(b.yes, err) {
+	h.born.Store(b.mem.born)
+	if h.finishCall(a.take, b.yes, err) {
 		l.releaseNode(n, a.ttl)
+	}
+	if a.answered != nil {
+		switch {
+		case err != nil:
+			a.answered(n.index, noAnswer)
+		case b.yes:
+			a.answered(n.index, answeredYes)
+		default:
+			a.answered(n.index, answeredNo)
+		}
 	}
 	return b, err
 }

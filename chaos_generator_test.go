@@ -345,12 +345,18 @@ func (g *generator) await(wg *sync.WaitGroup, what string) {
 
 func (g *generator) newClient(profile int) *genClient {
 	nodes := g.profiles[profile%len(g.profiles)]
-	c, err := New(nodes, WithNodeTimeout(chaosNodeD), WithRestartGuard(genGuard), WithObserver(g.eventChecker(len(nodes))))
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	opts := []Option{WithNodeTimeout(chaosNodeD), WithRestartGuard(genGuard), WithObserver(g.eventChecker(len(nodes)))}
+	if g.nclients%2 == 1 {
+		// Every other Client asks a majority first (WithQuorumFirst),
+		// contending with the others on the same keys.
+		opts = append(opts, WithQuorumFirst())
+	}
+	c, err := New(nodes, opts...)
 	if err != nil {
 		g.s.t.Fatal(err)
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
 	g.nclients++
 	return &genClient{Client: c, name: fmt.Sprintf("c%d", g.nclients)}
 }

@@ -71,6 +71,8 @@ type NodeError struct {
 	Addr    string        // the node's address, or "node[i]" when the client does not expose one
 	Latency time.Duration // from the first request of the operation to the answer or the deadline
 	Err     error         // ErrNodeTimeout, ErrNodeRefused, the caller's ctx.Err(), or the driver's error
+
+	holder int64 // an acquisition's refusal: the holder's fingerprint (lua/acquire.lua); 0: not named
 }
 
 func (e *NodeError) Error() string {

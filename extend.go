@@ -15,7 +15,10 @@ import (
 // and leaves the keys as they are. It succeeds when a majority answered
 // before the current validity ended, and then moves Until to the start of
 // the extension + ttl − drift, if that is later. An extension never
-// re-creates a key that expired.
+// brings back a lock that expired: its round must be decided while the
+// validity lasts, and only a lock that may lack the key somewhere (taken
+// with WithQuorumFirst, or handed over by another Client, whose hand-off
+// leaves free masters free) asks masters to take it, under that deadline.
 //
 // Extend returns an error matching ErrNotHeld, and makes Until the past,
 // when the lock was released, its validity had ended, or so many nodes said
@@ -65,18 +68,40 @@ func (l *Lock) extend(ctx context.Context, ttl time.Duration) error {
 		l.giveUp(ttl)
 		return err
 	}
+	if c.cfg.test.extending != nil {
+		c.cfg.test.extending()
+	}
 
 	l.mu.Lock()
 	l.shortest = min(l.shortest, ttl) // whether the round wins or not, its scripts record ttl
 	l.mu.Unlock()
 	start := time.Now()
 	deadline := c.deadline(start, ttl).until(until) // a majority after the validity ended is too late
-	args := l.args(ttl, notice{}, c.guard(ttl) > 0)
-	r := c.fanOut(ctx, "extend", l.key, deadline, l.refusedNodes(), ttl, func(ctx context.Context, n *node) (ballot, error) {
-		if err := l.holds[n.index].await(ctx); err != nil {
+	guard := c.guard(ttl) > 0
+	args := l.args(ttl, notice{}, guard)
+	// Only an extension that lengthens the lock asks masters to take the
+	// key: a key it takes lives from this round on, for ttl, and can vouch
+	// for no earlier end. A shorter ttl confirms Until, which only keys
+	// that held our token already can (found by an adversary pass: short
+	// keys taken where the lock's had vanished confirmed an Until a minute
+	// ahead, and another Client took the key meanwhile).
+	lengthens := validUntil(start, ttl, c.cfg.driftFactor).After(until)
+	skip, widen := l.extendSkips(lengthens)
+	var take *acquireRound // for the masters that may lack the key (quorumfirst.go)
+	if widen {
+		take = &acquireRound{l: l, ttl: ttl, args: newRoundArgs(l.key, l.token, ttl, notice{}, guard), take: true}
+	}
+	r := c.fanOut(ctx, "extend", l.key, deadline, skip, ttl, func(ctx context.Context, n *node) (ballot, error) {
+		h := l.holds[n.index]
+		if take != nil && h.ask() {
+			// The key may be missing here: take it, while the lock is
+			// valid (this round's deadline). A yes counts as a holder's
+			// for this extension's end, later than Until.
+			return take.call(ctx, n)
+		}
+		if err := h.await(ctx); err != nil {
 			return ballot{}, refusalAsVote(err)
 		}
-		h := l.holds[n.index]
 		b, err := n.extend(ctx, args, h.born.Load())
 		if err == nil && b.yes {
 			h.born.Store(b.mem.born) // a later repair is for a later loss only

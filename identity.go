@@ -50,7 +50,7 @@ func newNodes(clients []redis.UniversalClient) ([]*node, error) {
 		}
 		name, marks := describe(i, c)
 		conn := goRedis{c}
-		nodes[i] = &node{index: i, addr: name, client: c, conn: conn, inSlot: conn.cluster()}
+		nodes[i] = &node{index: i, addr: name, seed: fnv64(name), client: c, conn: conn, inSlot: conn.cluster()}
 		for _, m := range marks {
 			if j, dup := seen[m.key]; dup && j != i {
 				return nil, sameServer(nodes[j], nodes[i], m.server)

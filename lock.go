@@ -21,6 +21,11 @@ type Lock struct {
 	// watched the key), so nobody heard it taken; its release is announced
 	// only where a waiter of another Client marked the key since (lua/release.lua).
 	quiet bool
+	// widens: Extend may ask masters to take the key (quorumfirst.go): the
+	// acquisition left some unasked, or a hand-off from another Client may
+	// have left some free. Unlock ends that (giveUpReserves). Written
+	// before the Lock is handed out.
+	widens bool
 
 	obtained time.Time // when it was known held, for the observers' hold time
 
@@ -184,6 +189,34 @@ func (l *Lock) refusedNodes() []error {
 		}
 	}
 	return skip
+}
+
+// giveUpReserves gives up the nodes the acquisition never asked
+// (quorumfirst.go), and ends the asking of those to take again, so that no
+// Extend asks them after Unlock began.
+func (l *Lock) giveUpReserves() {
+	if !l.widens {
+		return // no hold to give up: nothing on Unlock's path by default
+	}
+	for _, h := range l.holds {
+		h.giveUpReserved()
+	}
+}
+
+// extendSkips is refusedNodes for Extend, which asks the nodes the
+// acquisition never asked, or where the key may be missing, to take the
+// key (quorumfirst.go), when it lengthens the lock.
+func (l *Lock) extendSkips(lengthens bool) (skip []error, widen bool) {
+	skip = l.refusedNodes()
+	if !l.widens || !lengthens {
+		return skip, false
+	}
+	for i, h := range l.holds {
+		if h.askable() {
+			skip[i], widen = nil, true
+		}
+	}
+	return skip, widen
 }
 
 // refusalAsVote turns ErrNodeRefused into a no vote (false, nil) for fanOut.

@@ -210,6 +210,166 @@ func TestLockMultiIsWokenByAReleaseOfEitherKey(t *testing.T) {
 	}
 }
 
+// A LockMulti waiter that finds, when it subscribes after its failed
+// attempt, a key's watch taken meanwhile by another waiter of its Client
+// (the subscription active already, its gap counted before) counts the
+// key's releases from its watch: one heard between its watch and its look
+// is a release since its attempt, and it tries again at once instead of
+// sleeping its backoff with the key free (as the single-key waiter,
+// TestAWaiterWhoseSubscriptionWasActiveBeforeItLookedTriesAgain).
+func TestAMultiWaiterCountsReleasesFromItsWatch(t *testing.T) {
+	r := startReal(t, 5)
+	holder := r.client()
+	backoff := scaled(time.Minute)
+	waiter := r.client(WithRetryDelay(backoff, backoff), withLinger(time.Hour))
+	refused, other := make(chan struct{}), make(chan struct{})
+	watched, heard := make(chan struct{}), make(chan struct{})
+	// The hooks stage the multi-key waiter's watch: it is the first to
+	// come to beforeWatch, and the other waiter's watch is done when it
+	// comes to afterWatch.
+	var before, armed atomic.Bool
+	waiter.cfg.test.beforeWatch = func() {
+		if before.CompareAndSwap(false, true) {
+			close(refused)
+			<-other
+			armed.Store(true)
+		}
+	}
+	waiter.cfg.test.afterWatch = func() {
+		if armed.CompareAndSwap(true, false) {
+			close(watched)
+			<-heard
+		}
+	}
+
+	l := mustLock(t, holder, "a", time.Minute)
+	got := multiInBackground(waiter, "a", "b")
+	<-refused
+	// Another waiter of the Client watches both keys until their
+	// subscriptions are active, then gives up: the subscriptions linger,
+	// and no gap is left to come (a gap sends the waiter into an attempt
+	// too: TestAMultiWaiterTriesAgainWhenItsSubscriptionBecomesActive).
+	ctx, cancel := context.WithCancel(bg)
+	gaveUp := multiInBackgroundCtx(ctx, waiter, "a", "b")
+	awaitSubscribed(t, waiter, "a", len(r.servers))
+	awaitSubscribed(t, waiter, "b", len(r.servers))
+	cancel()
+	if err := <-gaveUp; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the other waiter's LockMulti = %v, want context.Canceled", err)
+	}
+	close(other)
+	<-watched
+	unlockHeardBy(t, r, l, waiter)
+	close(heard)
+	awaitLockWithin(t, got, scaled(15*time.Second), "the multi-key waiter slept its backoff through a release it heard after its watch")
+}
+
+// A LockMulti waiter whose Client watches a key already (a subscription
+// lingering after an earlier waiter) watches it from before its first
+// attempt: a release heard while the attempt was refused (it landed just
+// after) sends it into another attempt, not into its backoff. (An
+// adversary's trials: 8% of waiters slept their backoff with the keys free
+// when the holder let go within 250 µs of the attempt.)
+func TestAMultiWaiterHearsAReleaseDuringItsFirstAttempt(t *testing.T) {
+	r := startReal(t, 5)
+	holder := r.client()
+	backoff := scaled(time.Minute)
+	waiter := r.client(WithRetryDelay(backoff, backoff), withLinger(time.Hour))
+	first := mustLock(t, holder, "a", time.Minute)
+	// An earlier waiter, for both keys: their subscriptions linger, and no
+	// gap is left to come.
+	res := multiInBackground(waiter, "a", "b")
+	awaitSubscribed(t, waiter, "a", len(r.servers))
+	awaitSubscribed(t, waiter, "b", len(r.servers))
+	if err := first.Unlock(bg); err != nil {
+		t.Fatal(err)
+	}
+	awaitLock(t, res, "the earlier waiter")
+
+	second := mustLock(t, holder, "a", time.Minute)
+	refused, heard := make(chan struct{}), make(chan struct{})
+	waiter.cfg.test.beforeWatch = func() { close(refused); <-heard }
+	got := multiInBackground(waiter, "a", "b")
+	<-refused // the first attempt was refused
+	unlockHeardBy(t, r, second, waiter)
+	close(heard)
+	awaitLockWithin(t, got, scaled(15*time.Second), "the multi-key waiter slept its backoff through a release heard during its first attempt")
+}
+
+// A LockMulti waiter whose keys were released after its first attempt and
+// before its subscription was active heard nothing: the subscription
+// becoming active (its gap) sends it into another attempt.
+func TestAMultiWaiterTriesAgainWhenItsSubscriptionBecomesActive(t *testing.T) {
+	r := startReal(t, 5)
+	holder := r.client()
+	backoff := scaled(time.Minute)
+	waiter := r.client(WithRetryDelay(backoff, backoff))
+	l := mustLock(t, holder, "a", time.Minute)
+	waiter.cfg.test.beforeWatch = func() {
+		if err := l.Unlock(bg); err != nil {
+			t.Error(err)
+		}
+		settle(holder) // released everywhere, heard by nobody
+	}
+	got := multiInBackground(waiter, "a", "b")
+	awaitLockWithin(t, got, scaled(15*time.Second), "the multi-key waiter slept its backoff: its subscription's gap did not send it into an attempt")
+}
+
+// unlockHeardBy unlocks l and waits until c has heard its release from
+// every master that held it: each is marked first (as a refused attempt
+// marks it), so that each announces the release. Every notice thus comes
+// before what the test does next (a LockMulti waiter's marks:
+// refusalMarks).
+func unlockHeardBy(t *testing.T, r *realNodes, l *Lock, c *Client) {
+	t.Helper()
+	heard := make([]int, len(r.admin)) // -1: the master does not hold l
+	for i, a := range r.admin {
+		heard[i] = heardReleases(c, l.Key(), i)
+		v, err := a.Get(bg, l.Key()).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			t.Fatalf("GET on node %d: %v", i, err)
+		}
+		switch {
+		case holderOf(v) != l.Token():
+			heard[i] = -1
+		case v == l.Token():
+			if err := a.SetArgs(bg, l.Key(), v+"~", redis.SetArgs{KeepTTL: true}).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := l.Unlock(bg); err != nil {
+		t.Fatal(err)
+	}
+	within(t, scaled(5*time.Second), "the waiter's Client hearing the release from every master", func() bool {
+		for i := range r.admin {
+			for heard[i] >= 0 && heardReleases(c, l.Key(), i) == heard[i] {
+				time.Sleep(time.Millisecond) // the waker offers tests no signal
+			}
+		}
+		return true
+	})
+}
+
+// multiInBackground calls c.LockMulti(bg, keys, time.Minute) in a goroutine,
+// unlocks, and reports its error.
+func multiInBackground(c *Client, keys ...string) <-chan error {
+	return multiInBackgroundCtx(bg, c, keys...)
+}
+
+// multiInBackgroundCtx is multiInBackground with ctx.
+func multiInBackgroundCtx(ctx context.Context, c *Client, keys ...string) <-chan error {
+	res := make(chan error, 1)
+	go func() {
+		l, err := c.LockMulti(ctx, keys, time.Minute)
+		if err == nil {
+			err = l.Unlock(bg)
+		}
+		res <- err
+	}()
+	return res
+}
+
 func TestMultiRejectsBadInput(t *testing.T) {
 	r := startReal(t, 3)
 	c := r.client()
@@ -428,22 +588,79 @@ func TestHashSlot(t *testing.T) {
 }
 
 // A multi-key acquisition announces nothing, so a waiter of LockMulti never
-// hears a key taken: it acts only on a new release. The repeats of a
-// release it heard already (every master sends one) renew its wait, and
-// send it into no attempt on a key another waiter just took. (Found by an
-// adversary review: when repeats began to wake waiters, multi-key waiters
-// made twice the attempts, at half the throughput, with 8 Clients.)
+// hears a key taken: it acts only on a new release, or on a release
+// announced by a master after that master refused an attempt that another
+// master said yes to (the attempt was ahead of the release: refusalMarks).
+// The other repeats of a release it heard already (every master sends one)
+// renew its wait, and send it into no attempt on a key another waiter just
+// took: a repeat heard before the master refused (the master released,
+// then another waiter took the key there), or after an attempt no master
+// said yes to (another waiter took every master that had released). (Found
+// by an adversary review: when repeats began to wake waiters, multi-key
+// waiters made twice the attempts, at half the throughput, with 8 Clients.)
 func TestAMultiKeyWaiterActsOnlyOnANewRelease(t *testing.T) {
 	r := startReal(t, 5)
 	backoff := scaled(10 * time.Second)
 	attempts := make(chan struct{}, 16) // one per attempt: its call to master 0 answered
-	w := hookedClient(t, r, &scriptHook{script: acquireMultiScript, after: func(context.Context) error {
+	// The staged attempt: master 2 announces the release before it gets
+	// the attempt (early), and masters 3 and 4 answer after it did, so that
+	// its refusal decides the round.
+	var early atomic.Pointer[func()]
+	var staging atomic.Pointer[chan struct{}] // closed when the attempt took in master 2's answer
+	counted := &scriptHook{script: acquireMultiScript, after: func(context.Context) error {
 		attempts <- struct{}{}
 		return nil
-	}}, []int{0}, WithRetryDelay(backoff, backoff), withLinger(time.Hour))
-	for i := range r.servers {
-		r.take(i, "a", "other", time.Minute) // held outside any Client
+	}}
+	staged := &scriptHook{script: acquireMultiScript, before: func(context.Context) {
+		if f := early.Swap(nil); f != nil {
+			(*f)()
+		}
+	}}
+	twoAnswered := make(chan struct{}, 16)
+	countedTwo := Observer{NodeReply: func(e NodeReplyEvent) { // after the attempt took in the answer, before its vote
+		if e.Node == 2 && e.Key == "a,b" {
+			if ch := staging.Swap(nil); ch != nil {
+				close(*ch)
+			}
+			twoAnswered <- struct{}{}
+		}
+	}}
+	clients := make([]redis.UniversalClient, len(r.servers))
+	for i, s := range r.servers {
+		clients[i] = s.Client(nil)
+	}
+	clients[0].AddHook(counted)
+	clients[2].AddHook(staged)
+	var second atomic.Pointer[chan struct{}] // what masters 3 and 4 wait for
+	for _, i := range []int{3, 4} {
+		clients[i].AddHook(&scriptHook{script: acquireMultiScript, after: func(context.Context) error {
+			if ch := second.Load(); ch != nil {
+				<-*ch
+			}
+			return nil
+		}})
+	}
+	w, err := New(clients, WithRetryDelay(backoff, backoff), withLinger(time.Hour), WithObserver(countedTwo))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.Close() })
+	for i := range r.servers { // held outside any Client
+		r.take(i, "a", "other", time.Minute)
 		r.take(i, "b", "other", time.Minute)
+	}
+	// The Client watches both keys before LockMulti starts (two Lock
+	// calls, given up; the subscriptions linger), so that no subscription
+	// becomes active during its wait: a gap would wake it.
+	watching, stop := context.WithCancel(bg)
+	waiting := []<-chan error{lockInBackground(watching, w, "a"), lockInBackground(watching, w, "b")}
+	awaitSubscribed(t, w, "a", len(r.servers))
+	awaitSubscribed(t, w, "b", len(r.servers))
+	stop()
+	for _, res := range waiting {
+		if err := <-res; !errors.Is(err, context.Canceled) {
+			t.Fatalf("a watching Lock returned %v", err)
+		}
 	}
 	res := make(chan error, 1)
 	go func() {
@@ -461,7 +678,10 @@ func TestAMultiKeyWaiterActsOnlyOnANewRelease(t *testing.T) {
 		})
 	}
 	attempt("the first attempt")
-	awaitSubscribed(t, w, "a", len(r.servers))
+	within(t, scaled(5*time.Second), "master 2's answer to the first attempt", func() bool {
+		<-twoAnswered
+		return true
+	})
 	notice := func(token string, masters ...int) {
 		t.Helper()
 		n := newNotice(releasedNotice, "a", "other", token, 0)
@@ -471,19 +691,211 @@ func TestAMultiKeyWaiterActsOnlyOnANewRelease(t *testing.T) {
 			}
 		}
 	}
-	notice("other", 1) // a release, first heard: the waiter tries (and loses: the keys stay taken)
-	attempt("the attempt on the release")
-	notice("other", 2, 3) // the same release's repeats
-	select {
-	case <-attempts:
-		t.Fatal("a repeat of a release heard already sent the multi-key waiter into another attempt")
-	case <-time.After(scaled(300 * time.Millisecond)): // the absence of an attempt has no signal
+	quiet := func(what string) {
+		t.Helper()
+		select {
+		case <-attempts:
+			t.Fatal(what + " sent the multi-key waiter into another attempt")
+		case <-time.After(scaled(300 * time.Millisecond)): // the absence of an attempt has no signal
+		}
 	}
-	notice("other-2", 1) // a new release still wakes it
+	// A release the waiter tries on and loses everywhere: the masters that
+	// released went to another waiter first, and the others had not
+	// released yet. Their notices then say nothing new: the other waiter
+	// holds the key.
+	notice("r1", 1)
+	attempt("the attempt on the first release")
+	notice("r1", 3)
+	quiet("a release by a master that refused an attempt no master said yes to")
+
+	// A release the waiter tries on and takes master 1 with. Master 2
+	// announces it before it refuses the attempt, as a master does that
+	// released and then gave the key to another waiter; its refusal is
+	// counted before the attempt returns.
+	heard := make(chan error, 1)
+	repeat := func() { // on the pipe's goroutine: no t.Fatal here
+		before := heardReleases(w, "a", 2)
+		n := newNotice(releasedNotice, "a", "other", "r2", 0)
+		if err := r.admin[2].Publish(bg, n.channel, n.message).Err(); err != nil {
+			heard <- err
+			return
+		}
+		for end := time.Now().Add(scaled(5 * time.Second)); heardReleases(w, "a", 2) == before; {
+			if time.Now().After(end) {
+				heard <- errors.New("the waiter never heard master 2's notice")
+				return
+			}
+			time.Sleep(time.Millisecond) // the waker offers no signal
+		}
+		heard <- nil
+	}
+	answered := make(chan struct{})
+	staging.Store(&answered)
+	second.Store(&answered)
+	early.Store(&repeat)
+	r.admin[1].Del(bg, "a", "b")
+	notice("r2", 1)
+	attempt("the attempt on the second release")
+	if err := within(t, scaled(10*time.Second), "the attempt on the release reaching master 2", func() error { return <-heard }); err != nil {
+		t.Fatal(err)
+	}
+	quiet("a repeat of a release heard before the master refused")
+
+	notice("r2", 3) // a master that refused, released since
+	attempt("the attempt on a release by a master that refused")
+	notice("r3", 1) // a new release still wakes it
 	attempt("the attempt on a new release")
 	for i := range r.servers {
 		r.admin[i].Del(bg, "a", "b")
 	}
-	notice("other-3", 1)
+	notice("r4", 1)
 	awaitLockWithin(t, res, backoff/2, "the multi-key waiter slept its backoff with the keys free")
+}
+
+// heardReleases is how many release notices of key c heard from node.
+func heardReleases(c *Client, key string, node int) int {
+	c.wk.mu.Lock()
+	defer c.wk.mu.Unlock()
+	if kw := c.wk.keys[key]; kw != nil && node < len(kw.nodeReleases) {
+		return kw.nodeReleases[node]
+	}
+	return 0
+}
+
+// A LockMulti waiter woken by the first master's release notice may try
+// before the release reached the other masters, and lose to them; their
+// notices, repeats of a release it heard already, then say the key is
+// free where the attempt was refused, and it tries again instead of
+// sleeping its backoff with the key free. (A CI run under -race: the
+// waiter of TestLockMultiIsWokenByAReleaseOfEitherKey slept through the
+// release, its attempt ahead of the release on most masters.)
+func TestLockMultiTriesAgainWhenTheMastersThatRefusedItReleaseLater(t *testing.T) {
+	r := startReal(t, 5)
+	holder := r.client()
+	rounds := make(chan RoundEvent, 16)
+	waiter := r.client(WithRetryDelay(scaled(time.Minute), scaled(time.Minute)), WithObserver(Observer{Round: func(e RoundEvent) {
+		if e.Op == "lock" {
+			rounds <- e
+		}
+	}}))
+	l, err := holder.TryLock(bg, "b", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := multiInBackground(waiter, "a", "b")
+	first := <-rounds
+	if first.Won() {
+		t.Fatal("the first attempt won a held key")
+	}
+	r.subscribed("a")
+	r.subscribed("b")
+	// The release reaches master 0 first: the waiter tries on its notice,
+	// and the other masters, not released yet, refuse it.
+	if err := r.admin[0].Del(bg, "b").Err(); err != nil {
+		t.Fatal(err)
+	}
+	release := newNotice(releasedNotice, "b", holder.id, l.Token(), 0)
+	if err := r.admin[0].Publish(bg, release.channel, release.message).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if second := <-rounds; second.Won() {
+		t.Fatal("the attempt won a key held on four masters")
+	}
+	// Now the others: their notices repeat a release the waiter heard.
+	if err := l.Unlock(bg); err != nil {
+		t.Fatal(err)
+	}
+	awaitLockWithin(t, got, scaled(5*time.Second), "LockMulti slept through the release on the masters that had refused it")
+}
+
+// A LockMulti waiter whose attempt's only yes is taken in after the
+// refusing masters' notices of the release (the yes came on one
+// connection, the notices on others) looks at those notices again when the
+// yes comes: it tries again instead of sleeping its backoff with the keys
+// free. (Found by an adversary pass, 4 of 4 with master 0's reply held.)
+func TestLockMultiLooksAgainWhenItsAttemptsYesComesLate(t *testing.T) {
+	r := startReal(t, 5)
+	holder := r.client()
+	var armed atomic.Bool
+	replied, proceed := make(chan struct{}), make(chan struct{})
+	clients := make([]redis.UniversalClient, len(r.servers))
+	for i, s := range r.servers {
+		clients[i] = s.Client(nil)
+	}
+	clients[0].AddHook(&scriptHook{script: acquireMultiScript, after: func(context.Context) error {
+		if armed.CompareAndSwap(true, false) {
+			close(replied)
+			<-proceed // the reply read, not yet taken in
+		}
+		return nil
+	}})
+	rounds := make(chan RoundEvent, 16)
+	zeroAnswered := make(chan struct{}, 16)
+	backoff := scaled(time.Minute)
+	waiter, err := New(clients, WithRetryDelay(backoff, backoff), withLinger(time.Hour), WithObserver(Observer{Round: func(e RoundEvent) {
+		if e.Op == "lock" {
+			rounds <- e
+		}
+	}, NodeReply: func(e NodeReplyEvent) {
+		if e.Op == "lock" && e.Node == 0 {
+			zeroAnswered <- struct{}{}
+		}
+	}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var opened sync.Once
+	open := func() { opened.Do(func() { close(proceed) }) }
+	t.Cleanup(func() { open(); _ = waiter.Close() })
+	// Subscribed before LockMulti starts: no gap wakes it during the test.
+	watching(t, waiter, "a")
+	watching(t, waiter, "b")
+	awaitSubscribed(t, waiter, "a", len(r.servers))
+	awaitSubscribed(t, waiter, "b", len(r.servers))
+	l, err := holder.TryLock(bg, "b", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := multiInBackground(waiter, "a", "b")
+	if (<-rounds).Won() {
+		t.Fatal("the first attempt won a held key")
+	}
+	within(t, scaled(5*time.Second), "master 0's answer to the first attempt", func() bool {
+		<-zeroAnswered
+		return true
+	})
+	// The release reaches master 0 first; the waiter tries on its notice,
+	// master 0 says yes (held back), the others refuse.
+	armed.Store(true)
+	if err := r.admin[0].Del(bg, "b").Err(); err != nil {
+		t.Fatal(err)
+	}
+	release := newNotice(releasedNotice, "b", holder.id, l.Token(), 0)
+	if err := r.admin[0].Publish(bg, release.channel, release.message).Err(); err != nil {
+		t.Fatal(err)
+	}
+	within(t, scaled(5*time.Second), "master 0's answer to the attempt on the release", func() bool {
+		<-replied
+		return true
+	})
+	if (<-rounds).Won() {
+		t.Fatal("the attempt won a key held on four masters")
+	}
+	heard := make([]int, len(r.servers))
+	for i := range heard {
+		heard[i] = heardReleases(waiter, "b", i)
+	}
+	if err := l.Unlock(bg); err != nil {
+		t.Fatal(err)
+	}
+	within(t, scaled(5*time.Second), "the waiter hearing the release from masters 1-4", func() bool {
+		for i := 1; i < len(heard); i++ {
+			for heardReleases(waiter, "b", i) == heard[i] {
+				time.Sleep(time.Millisecond) // the waker offers tests no signal
+			}
+		}
+		return true
+	})
+	open() // now the yes
+	awaitLockWithin(t, got, scaled(5*time.Second), "LockMulti slept its backoff: its attempt's yes came after the notices")
 }

@@ -30,6 +30,9 @@ type node struct {
 	// not one per call, and rights granted later are found again.
 	noticesRefused atomic.Int64
 
+	seed      uint64       // fnv64 of addr: its rank among the masters for a key (quorumfirst.go)
+	slowUntil atomic.Int64 // Unix ns: asked after the others until then (quorumfirst.go)
+
 	obs    *Observer  // the Client's observers; nil: none
 	health nodeHealth // for the observers' NodeState and Quarantine
 }
@@ -72,14 +75,14 @@ func (n *node) acquireCmd(a *roundArgs, k *knownMemory) []any {
 // acquireReply reads the acquire script's reply to a request that told the
 // master k.
 func (n *node) acquireReply(cmd reply, k *knownMemory) (ballot, error) {
-	vote, mem, err := n.replyBallot(cmd, k, "acquire")
+	vote, mem, holder, err := n.replyBallot(cmd, k, "acquire")
 	if err != nil {
 		return ballot{}, err
 	}
 	if vote == 3 {
 		n.refusedNoticeBy(nil)
 	}
-	return ballot{yes: vote == 1 || vote == 3, mem: mem}, nil
+	return ballot{yes: vote == 1 || vote == 3, mem: mem, holder: holder}, nil
 }
 
 // eval runs a script command (evalsha's arguments) on the master, through
@@ -114,23 +117,29 @@ func runScript(ctx context.Context, c redis.UniversalClient, args []any) *redis.
 }
 
 // replyBallot reads a voting script's reply (lua/memory.lua's ballot): the
-// array {vote, age, longest, born}, or, for the memory k that the request
-// told the script the Client knows, the integer vote + 4·longest.
-func (n *node) replyBallot(cmd reply, k *knownMemory, script string) (vote int64, mem memory, err error) {
+// array {vote, age, longest, born}, with the holder's fingerprint after
+// them for an acquire script's refusal (0 when absent), or, for the memory
+// k that the request told the script the Client knows, the integer vote +
+// 4·longest.
+func (n *node) replyBallot(cmd reply, k *knownMemory, script string) (vote int64, mem memory, holder int64, err error) {
 	if err := cmd.Err(); err != nil {
-		return 0, memory{}, err
+		return 0, memory{}, 0, err
 	}
 	if x, ok := cmd.Val().(int64); ok {
 		if k == nil || x < 0 {
-			return 0, memory{}, fmt.Errorf("redlock: %s script returned %d, a known memory's reply, to a request that knew none", script, x)
+			return 0, memory{}, 0, fmt.Errorf("redlock: %s script returned %d, a known memory's reply, to a request that knew none", script, x)
 		}
-		return x & 3, n.memory(k, -2, x>>2, k.born), nil
+		return x & 3, n.memory(k, -2, x>>2, k.born), 0, nil
 	}
-	var v [4]int64
-	if err := replyInts(cmd, v[:], script); err != nil {
-		return 0, memory{}, err
+	var v [5]int64
+	vals := v[:4]
+	if s, ok := cmd.Val().([]any); ok && len(s) == 5 { // a refusal names the holder (acquire.lua)
+		vals = v[:]
 	}
-	return v[0], n.memory(k, v[1], v[2], v[3]), nil
+	if err := replyInts(cmd, vals, script); err != nil {
+		return 0, memory{}, 0, err
+	}
+	return v[0], n.memory(k, v[1], v[2], v[3]), v[4], nil
 }
 
 // replyInts reads a script's reply, an array of len(v) integers, into v.
@@ -303,7 +312,7 @@ func (n *node) extend(ctx context.Context, a *roundArgs, born int64) (ballot, er
 	if a.keys != nil { // no repair: born does not apply
 		cmd = extendMultiScript.evalsha(len(a.keys), a.withKeys(a.token, a.ttl, a.guard, n.markerArg(a.key), k.arg())...)
 	}
-	vote, mem, err := n.replyBallot(n.eval(ctx, nil, cmd), k, "extend")
+	vote, mem, _, err := n.replyBallot(n.eval(ctx, nil, cmd), k, "extend")
 	if err != nil {
 		return ballot{}, err
 	}

@@ -34,6 +34,7 @@ type config struct {
 	noNotices     bool          // WithoutNotices
 	guard         time.Duration // WithRestartGuard; 0: off
 	batchLimit    int           // WithBatchLimit; 1: batching off
+	quorumFirst   bool          // WithQuorumFirst
 	obs           *Observer     // WithObserver and WithLogger, joined; nil: none
 	logger        *slog.Logger  // WithLogger
 	keyAttributes bool          // WithKeyAttributes
@@ -183,4 +184,33 @@ func (cfg *config) backoff(k int) time.Duration {
 		hi = cfg.retryMin << (k + 1)
 	}
 	return cfg.retryMin + rand.N(hi-cfg.retryMin+1)
+}
+
+// WithQuorumFirst makes each attempt to take a lock ask a majority of the
+// masters first, and the others only when those cannot decide it alone:
+// one answers no or fails, the restart guard holds a vote back (as on
+// masters younger than the guard), or they have not answered within three
+// of the Client's usual rounds. The Redlock spec's rule is unchanged: the
+// lock is held when a majority of all the masters holds its token, within
+// the validity, counted from before the first request. Under load the
+// masters then run about half the scripts per lock and release (see
+// quorumfirst.go).
+//
+// A lock taken so is set on a bare majority until its first Extend that
+// lengthens it, which asks the masters the attempt never asked to take the
+// key too (Do's renewals included). Until then a master of the lock that fails costs it
+// more: Fence needs every one of them, and so do Unlock and a hand-off to
+// the next waiter to report success (when one does not answer, Unlock
+// returns an error matching ErrNotHeld, and the key there expires with its
+// TTL). A widening that failed is tried again by the next Extend; a lock
+// such a holder hands to another Client's waiter widens at its first
+// Extend too. Without the restart guard (WithRestartGuard(0)) the option asks
+// every master: a master that restarts empty would take a bare majority's
+// lock down with it. Without the option, every attempt asks every master
+// at once.
+func WithQuorumFirst() Option {
+	return func(c *config) error {
+		c.quorumFirst = true
+		return nil
+	}
 }

@@ -37,8 +37,9 @@ type round struct {
 	held     []heldVote // yes votes the guard has not decided yet
 	counted  []heldVote // yes votes counted with a reported memory, while the guard may grow
 
-	nodes int       // how many nodes the round had
-	obs   *roundObs // what the observers need, when the Client has any (observe.go)
+	nodes   int       // how many nodes the round had
+	unasked uint64    // the reserves it decided without asking (a bit per node; fanOutQuorumFirst)
+	obs     *roundObs // what the observers need, when the Client has any (observe.go)
 }
 
 // A roundObs is what the observers need of a round: its caller's ctx, op,
@@ -81,8 +82,9 @@ type nodeCall func(ctx context.Context, n *node) (ballot, error)
 // A ballot is a node's answer: its vote, and what it reported of its
 // memory, for the restart guard.
 type ballot struct {
-	yes bool
-	mem memory
+	yes    bool
+	mem    memory
+	holder int64 // a refusal's: the holder's fingerprint (acquire.lua); 0: none named
 }
 
 type vote struct {
@@ -133,6 +135,15 @@ func (nodeCall) reply(*nodeTask, reply) (ballot, error) {
 // fanOutAsync is fanOut for an asyncOp: its calls to the nodes that have a
 // pipe are started when op.start can.
 func (c *Client) fanOutAsync(ctx context.Context, op, key string, dl roundDeadline, skip []error, guardTTL time.Duration, async asyncOp) *round {
+	return c.fanOutQuorumFirst(ctx, op, key, dl, skip, guardTTL, async, 0, 0)
+}
+
+// fanOutQuorumFirst is fanOutAsync holding the nodes of reserve (a bit per node)
+// back (quorumfirst.go): they are asked only once the others cannot decide the
+// round alone (a no, an error, a vote the restart guard holds back) or
+// have not done so within hedge. The reserves never asked are left in the
+// round's unasked.
+func (c *Client) fanOutQuorumFirst(ctx context.Context, op, key string, dl roundDeadline, skip []error, guardTTL time.Duration, async asyncOp, reserve uint64, hedge time.Duration) *round {
 	deadline := dl.at
 	n := len(c.nodes)
 	r := &round{op: op, key: key, quorum: c.quorum, start: time.Now(), guardTTL: guardTTL, nodes: n}
@@ -158,21 +169,50 @@ func (c *Client) fanOutAsync(ctx context.Context, op, key string, dl roundDeadli
 	nctx, calls := newRoundCtx(ctx, deadline, npending)
 	calls.obs = r.obs
 	tasks := make([]nodeTask, n)
-	for i, nd := range c.nodes {
-		if !pending[i] {
-			continue
-		}
-		tasks[i] = nodeTask{c: c, n: nd, op: async, ctx: nctx, votes: votes, calls: calls}
+	ask := func(i int) {
+		tasks[i] = nodeTask{c: c, n: c.nodes[i], op: async, ctx: nctx, votes: votes, calls: calls}
 		c.bg.Add(1)
-		if nd.pipe == nil || !async.start(nctx, &tasks[i]) {
+		if c.nodes[i].pipe == nil || !async.start(nctx, &tasks[i]) {
 			c.workers.run(&tasks[i])
 		}
+	}
+	for i := range c.nodes {
+		if pending[i] && reserve&(1<<i) == 0 {
+			ask(i)
+		}
+	}
+	var hedged <-chan time.Time
+	if reserve != 0 {
+		t := hedgeTimers.Get().(*time.Timer)
+		t.Reset(hedge)
+		defer func() {
+			t.Stop() // Go 1.23 on: no stale fire is left in t.C after Stop
+			hedgeTimers.Put(t)
+		}()
+		hedged = t.C
+	}
+	askReserves := func() {
+		for i := range c.nodes {
+			if reserve&(1<<i) != 0 {
+				ask(i)
+			}
+		}
+		reserve, hedged = 0, nil
 	}
 
 	take := func(v vote) {
 		pending[v.node] = false
 		npending--
+		yes := r.yes
 		r.count(ctx, c, v)
+		if reserve != 0 && r.yes <= yes {
+			// Not a yes the round can count: the nodes asked cannot
+			// decide it alone.
+			if v.err != nil {
+				c.nodes[v.node].markSlow()
+			}
+			askReserves()
+		}
 	}
 	// The round's context is its one deadline mechanism: it ends at the
 	// deadline, with the caller's ctx, or once every call returned (and
@@ -181,6 +221,16 @@ func (c *Client) fanOutAsync(ctx context.Context, op, key string, dl roundDeadli
 		select {
 		case v := <-votes:
 			take(v)
+			continue
+		case <-hedged:
+			// The nodes asked are slower than the Client's rounds
+			// usually are: ask the rest, and ask those less first.
+			for i, p := range pending {
+				if p && reserve&(1<<i) == 0 {
+					c.nodes[i].markSlow()
+				}
+			}
+			askReserves()
 			continue
 		case <-nctx.Done():
 		}
@@ -198,6 +248,14 @@ func (c *Client) fanOutAsync(ctx context.Context, op, key string, dl roundDeadli
 			r.failPending(c.nodes, pending, ErrNodeTimeout)
 		}
 		npending = 0
+	}
+	if reserve != 0 { // decided without them: never asked
+		r.unasked = reserve
+		for i := range c.nodes {
+			if reserve&(1<<i) != 0 {
+				calls.returned() // counted in newRoundCtx, never run
+			}
+		}
 	}
 	r.endHeld(c.nodes)
 	if r.decided.IsZero() { // every node was skipped
@@ -281,6 +339,7 @@ func (r *round) count(ctx context.Context, c *Client, v vote) {
 		}
 	case v.err == nil:
 		r.record(c.nodes[v.node], ErrNodeRefused, v.at)
+		r.failed[len(r.failed)-1].holder = v.holder
 	default:
 		r.record(c.nodes[v.node], c.nodeErr(ctx, v.err), v.at)
 	}
@@ -356,12 +415,26 @@ func (c *Client) nodeErr(ctx context.Context, err error) error {
 // late side is the acquire goroutine itself, its release is sent after its
 // SET was answered, never before it on another connection.
 type hold struct {
-	done chan struct{} // closed when the acquire call returned
-	born atomic.Int64  // which memory of the master holds our key (guard.go); 0: unknown
+	born atomic.Int64 // which memory of the master holds our key (guard.go); 0: unknown
 
-	mu        sync.Mutex
+	mu sync.Mutex
+	// done is closed when the acquire call returned. A call that asks the
+	// node again (retake) replaces it with an open one: read it under mu.
+	done      chan struct{}
 	mayHold   bool // it returned yes or an error: the key may hold our token
 	abandoned bool // the lock gave this node up: a late yes must be released
+	// reserved: the acquisition decided without asking this node (quorumfirst.go)
+	// and nothing was sent; Extend may still ask it (ask), and until then
+	// the node counts as one that refused.
+	reserved bool
+	// retake: the key may be missing here while the lock holds (a call to
+	// take it failed or found it taken, or a hand-off left the master
+	// free), so Extend asks the node to take it again (ask), with the
+	// acquire script, which also lengthens our key where it is.
+	retake bool
+	// closed: Unlock began, and no Extend asks the node any more
+	// (giveUpReserved), whatever a call already asking it answers.
+	closed bool
 }
 
 func newHolds(n int) []*hold {
@@ -375,15 +448,43 @@ func newHolds(n int) []*hold {
 
 // finish records the acquire call's result and reports whether the caller
 // must now release the node, because the lock already gave it up.
-func (h *hold) finish(yes bool, err error) (release bool) {
+func (h *hold) finish(yes bool, err error) (release bool) { return h.finishCall(false, yes, err) }
+
+// finishCall is finish; take: the call asked the node to take the key
+// after the lock was won (Extend's, through ask), and unless it said yes,
+// a later Extend may ask again.
+func (h *hold) finishCall(take, yes bool, err error) (release bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if take {
+		h.retake = !yes
+	}
 	h.mayHold = yes || err != nil
 	close(h.done)
 	return h.abandoned && h.mayHold
 }
 
+// finishUnsent records that the call was never sent, and reports whether
+// the caller must release the node. The key is as the node's last call left
+// it: nothing for an acquisition's, but a call that asks the node again
+// (take) may follow one that failed after setting our key.
+func (h *hold) finishUnsent(take bool) (release bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if take {
+		h.retake = true
+	}
+	close(h.done)
+	return h.abandoned && h.mayHold
+}
+
 func (h *hold) finished() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.finishedLocked()
+}
+
+func (h *hold) finishedLocked() bool {
 	select {
 	case <-h.done:
 		return true
@@ -402,7 +503,7 @@ func (h *hold) abandon() (release bool) {
 		return false
 	}
 	h.abandoned = true
-	return h.finished() && h.mayHold
+	return h.finishedLocked() && h.mayHold
 }
 
 // send reports whether the acquire call may still be sent: not when the
@@ -415,12 +516,70 @@ func (h *hold) send() bool {
 	return !h.abandoned
 }
 
-// refused reports whether the node's acquire call answered no, so the key
-// there is known not to hold our token.
+// refused reports whether the node's acquire call answered no, or was
+// never sent (reserved), so the key there is known not to hold our token.
 func (h *hold) refused() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.finished() && !h.mayHold
+	return h.reserved || h.finishedLocked() && !h.mayHold
+}
+
+// reserve records that the acquisition decided without asking the node.
+func (h *hold) reserve() {
+	h.mu.Lock()
+	h.reserved = true
+	h.mu.Unlock()
+}
+
+// mayRetake records that the key may be missing here although the lock
+// holds: a hand-off left the master free (Client.handedLock).
+func (h *hold) mayRetake() {
+	h.mu.Lock()
+	h.retake = true
+	h.mu.Unlock()
+}
+
+// giveUpReserved ends the asking: no Extend asks the node after this. It
+// gives the node up if it is reserved, and reports whether it was: nothing
+// was sent there. A call already asking it keeps the hold pending, for
+// Unlock to wait on.
+func (h *hold) giveUpReserved() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.closed = true
+	if h.reserved {
+		h.abandoned = true
+	}
+	return h.reserved
+}
+
+// askable reports whether ask would take the node now.
+func (h *hold) askable() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return !h.abandoned && !h.closed && (h.reserved || h.retake && h.finishedLocked())
+}
+
+// ask takes the node for an acquire call of its own (Extend's): a
+// reserved node, or one to take again (retake) whose last call returned.
+// false when neither, or the lock gave it up. After true, the call must
+// finish the hold with finishCall(true, …); until then the hold is pending again,
+// and await waits for it.
+func (h *hold) ask() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case h.abandoned || h.closed:
+		return false
+	case h.reserved:
+		h.reserved = false
+		return true
+	case h.retake && h.finishedLocked():
+		h.retake = false
+		h.done = make(chan struct{})
+		return true
+	}
+	return false
 }
 
 // await waits, within ctx, for the acquire call on this node, so that an
@@ -429,9 +588,20 @@ func (h *hold) refused() bool {
 // returns ErrNodeRefused when the node refused the lock, and ctx's error if
 // the call is still running.
 func (h *hold) await(ctx context.Context) error {
-	if !h.finished() { // an answer already in beats a ctx that also ended
+	h.mu.Lock()
+	reserved, done := h.reserved, h.done
+	h.mu.Unlock()
+	if reserved {
+		// Never sent: nothing to wait for. An Extend that asks it now
+		// finishes the hold itself, and releases the node if the lock gave
+		// it up meanwhile.
+		return ErrNodeRefused
+	}
+	select {
+	case <-done: // an answer already in beats a ctx that also ended
+	default:
 		select {
-		case <-h.done:
+		case <-done:
 		case <-ctx.Done():
 			return ctx.Err()
 		}

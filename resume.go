@@ -61,7 +61,7 @@ func (c *Client) resume(ctx context.Context, key, token string, ttl time.Duratio
 		return nil, err
 	}
 	defer c.bg.Done()
-	l := c.handedLock(key, token, ttl)
+	l := c.handedLock(key, token, ttl, false)
 	start := time.Now()
 	args := newRoundArgs(key, token, ttl, notice{}, c.guard(ttl) > 0)
 	r := c.fanOut(ctx, "resume", key, c.deadline(start, ttl), nil, ttl, func(ctx context.Context, n *node) (ballot, error) {

@@ -77,6 +77,7 @@ func TestResumeOfATokenThatDoesNotHoldTheKeyChangesNothing(t *testing.T) {
 	if !errors.Is(err, ErrNotHeld) || !errors.As(err, &qe) || !errors.Is(err, ErrNodeRefused) {
 		t.Fatalf("Resume with another's token = %v, want ErrNotHeld with the masters' refusals", err)
 	}
+	settle(c) // a refusal Resume did not wait for has landed
 	if n := r.count("held", holder.Token()); n != 5 {
 		t.Fatalf("the holder's key is on %d masters after a stranger's Resume, want 5", n)
 	}
@@ -93,9 +94,11 @@ func TestResumeOfATokenThatDoesNotHoldTheKeyChangesNothing(t *testing.T) {
 	if err := released.Unlock(bg); err != nil {
 		t.Fatal(err)
 	}
+	settle(c) // Unlock returns at a majority: the last release may be in flight
 	if _, err := c.Resume(bg, "released", released.Token(), time.Minute); !errors.Is(err, ErrNotHeld) {
 		t.Fatalf("Resume of a released lock = %v, want ErrNotHeld", err)
 	}
+	settle(c) // a reply Resume did not wait for has landed
 	if n := r.count("released", released.Token()); n != 0 {
 		t.Fatalf("Resume re-created a released key on %d masters", n)
 	}
@@ -113,6 +116,7 @@ func TestResumeOfATokenThatDoesNotHoldTheKeyChangesNothing(t *testing.T) {
 	if _, err := c.Resume(bg, "minority", minority.Token(), time.Minute); !errors.Is(err, ErrNotHeld) {
 		t.Fatalf("Resume of a token two masters of five hold = %v, want ErrNotHeld", err)
 	}
+	settle(c)
 	if got := r.values("minority"); got[0] != "" || got[1] != "" || got[2] != "" {
 		t.Fatalf("Resume re-created the key where it was lost: %q", got)
 	}
@@ -130,6 +134,7 @@ func TestResumeOfATokenThatDoesNotHoldTheKeyChangesNothing(t *testing.T) {
 	if _, err := c.Resume(bg, "expired", short.Token(), time.Minute); !errors.Is(err, ErrNotHeld) {
 		t.Fatalf("Resume of an expired lock = %v, want ErrNotHeld: %q, PTTLs %v", err, r.values("expired"), r.pttls("expired"))
 	}
+	settle(c)
 	if n := r.count("expired", short.Token()); n != 0 {
 		t.Fatalf("Resume re-created an expired key on %d masters", n)
 	}

@@ -19,8 +19,11 @@ type testHooks struct {
 	linger          time.Duration // a key's subscription linger; 0: subscriptionLinger
 	wantRefresh     time.Duration // how often a waiter repeats its want; 0: wantRefresh
 	// beforeWatch and afterWatch run around a waiter's subscription after
-	// its first failed attempt (retry.go), on the waiter's goroutine.
+	// its first failed attempt (retry.go, multi.go), on the waiter's goroutine.
 	beforeWatch, afterWatch func()
+	// extending runs in Extend once it found the lock valid, before its
+	// round, on the caller's goroutine.
+	extending func()
 
 	handOffs       atomic.Int64 // locks Unlock passed straight to a local waiter
 	remoteHandOffs atomic.Int64 // locks Unlock passed straight to another Client's waiter

@@ -64,6 +64,10 @@ func (l *Lock) unlock(ctx context.Context) (handedTo recipient, err error) {
 	if err != nil {
 		return recipient{}, err
 	}
+	// Before the hand-off or the deletes: an Extend running now must not
+	// take the key on a master the acquisition never asked once they have
+	// passed it (quorumfirst.go).
+	l.giveUpReserves()
 	c := l.c
 	if err := c.enter(); err != nil {
 		u.pass()

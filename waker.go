@@ -138,7 +138,7 @@ func (w *waker) ref(key string, create bool) *watcher {
 		kw.linger = nil
 	}
 	kw.refs++
-	return &watcher{w: w, key: key, kw: kw, taken: kw.ch}
+	return &watcher{w: w, key: key, kw: kw, taken: kw.ch, takenReleases: kw.releases, takenGaps: kw.gaps}
 }
 
 // listening is how many subscriptions of this Client hear key's notices on
@@ -323,6 +323,10 @@ func (w *waker) notice(node int, channel, payload string) {
 		}
 		return
 	case releasedNotice:
+		if kw.nodeReleases == nil {
+			kw.nodeReleases = make([]int, len(w.nodes))
+		}
+		kw.nodeReleases[node]++
 		kw.event(released, foreign, token)
 		return
 	case handedNotice:

@@ -473,7 +473,7 @@ func (c *Client) publishOn(n *node, msg notice, timeout time.Duration) bool {
 // waiter waits on.
 func (lp *waitLoop) takeHanded() (*Lock, error) {
 	c, a := lp.c, lp.want
-	l := c.handedLock(lp.key, a.token, lp.ttl)
+	l := c.handedLock(lp.key, a.token, lp.ttl, true)
 	c.retire(lp.key, a.token, lp.ttl, l) // before unexpect: no notice falls between
 	lp.w.unexpect(a.token)
 	lp.want = nil
@@ -493,11 +493,18 @@ func (lp *waitLoop) takeHanded() (*Lock, error) {
 
 // handedLock is a lock that a hand-off may have given token, before its
 // validity starts: our token may be on every node, so Extend and Unlock ask
-// them all.
-func (c *Client) handedLock(key, token string, ttl time.Duration) *Lock {
-	l := &Lock{c: c, key: key, token: token, ttl: ttl, shortest: ttl, holds: newHolds(len(c.nodes))}
+// them all. widen: the lock came from another Client's hand-off, which
+// leaves a master free where the giver's key was not (a quorum-first
+// lock's unasked masters, or one that lost it): Extend asks every master
+// to take the key where it is missing, as the giver's own Extend would
+// have (quorumfirst.go).
+func (c *Client) handedLock(key, token string, ttl time.Duration, widen bool) *Lock {
+	l := &Lock{c: c, key: key, token: token, ttl: ttl, shortest: ttl, holds: newHolds(len(c.nodes)), widens: widen}
 	for _, h := range l.holds {
 		h.finish(true, nil)
+		if widen {
+			h.mayRetake()
+		}
 	}
 	return l
 }
@@ -534,7 +541,7 @@ func (lp *waitLoop) probe() (*Lock, error) {
 	if a == nil || a.first.IsZero() {
 		return nil, nil
 	}
-	l := lp.c.handedLock(lp.key, a.token, lp.ttl)
+	l := lp.c.handedLock(lp.key, a.token, lp.ttl, true)
 	if won, err := lp.confirm(l); !won || err != nil {
 		return nil, err
 	}

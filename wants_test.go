@@ -6,6 +6,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -562,6 +563,14 @@ func TestAWantNobodyHearsKeepsTheBackoff(t *testing.T) {
 		}
 	}
 	r.servers[4].Resume()
+	awaitFreedLock(t, res, "the key was released, yet the waiter waits: its timer went to the longest backoff")
+}
+
+// awaitFreedLock waits for the Lock whose result res brings: it must
+// return the lock, within 5 s scaled, and its lock is unlocked; hung says
+// what a waiter that does not means.
+func awaitFreedLock(t *testing.T, res <-chan lockResult, hung string) {
+	t.Helper()
 	select {
 	case got := <-res:
 		if got.err != nil {
@@ -569,8 +578,66 @@ func TestAWantNobodyHearsKeepsTheBackoff(t *testing.T) {
 		}
 		_ = got.l.Unlock(bg)
 	case <-time.After(scaled(5 * time.Second)):
-		t.Fatal("the key was released, yet the waiter waits: its timer went to the longest backoff")
+		t.Fatal(hung)
 	}
+}
+
+// TestRefusalsForDifferentHoldersKeepTheBackoff: a waiter whose attempt a
+// majority of masters refused waits for a hand-off (its timer at the
+// longest backoff) only when they refused it for one holder. Three masters
+// holding three tokens are other waiters' attempts lost in a split vote,
+// whose releases are silent: nobody will hand the key over, and the
+// waiter keeps its backoff. (It did not: when 8 Clients started at once,
+// every waiter slept 250 ms in 1 start of 30, 4 of 30 quorum-first.) One
+// token on three masters is a holder: the waiter does not poll it.
+func TestRefusalsForDifferentHoldersKeepTheBackoff(t *testing.T) {
+	t.Run("three tokens", func(t *testing.T) {
+		r := startReal(t, 5)
+		w := r.client(WithRetryDelay(10*time.Millisecond, time.Minute))
+		h := r.client() // hears the want
+		watching(t, h, "k")
+		watching(t, w, "k") // the waiter's attempts are made while subscribed
+		r.subscribed("k")
+		for i, token := range []string{"x", "y", "z"} {
+			r.take(i, "k", token, time.Minute)
+		}
+		res := tryLockAsync(w, "k", time.Minute)
+		wantKnown(t, h, "k", 1)
+		for i := range 3 { // their releases, heard by nobody
+			if err := r.admin[i].Del(bg, "k").Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		awaitFreedLock(t, res, "the key was released, yet the waiter waits: three tokens' refusals sent its timer to the longest backoff")
+	})
+	t.Run("one token", func(t *testing.T) {
+		r := startReal(t, 5)
+		var attempts atomic.Int64
+		w := hookedClient(t, r, &scriptHook{script: acquireScript, after: func(context.Context) error {
+			attempts.Add(1)
+			return nil
+		}}, []int{4}, WithRetryDelay(10*time.Millisecond, time.Minute))
+		h := r.client()
+		watching(t, h, "k")
+		watching(t, w, "k")
+		r.subscribed("k")
+		for i := range 3 {
+			r.take(i, "k", "other", time.Minute)
+		}
+		ctx, cancel := context.WithCancel(bg)
+		defer cancel()
+		res := lockErrAsync(ctx, w)
+		wantKnown(t, h, "k", 1)
+		before := attempts.Load()
+		time.Sleep(scaled(300 * time.Millisecond)) // the absence of an attempt has no signal
+		if n := attempts.Load() - before; n > 0 {
+			t.Errorf("the waiter polled a key one token holds on a majority: %d attempts in 300 ms", n)
+		}
+		cancel()
+		if err := <-res; !errors.Is(err, context.Canceled) {
+			t.Fatalf("the waiter's Lock = %v, want context.Canceled", err)
+		}
+	})
 }
 
 // TestAWaiterThatGivesUpDuringAHandOffToItFreesTheKey: the holder's

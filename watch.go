@@ -38,9 +38,13 @@ type keyWatch struct {
 
 	released [8]string // tokens whose release was heard: each node repeats it
 	nextRel  int
-	releases int           // how many of them: a release's repeats wake the waiters, and only this tells a new one
-	votes    [8]tokenVotes // nodes that announced each recent acquisition
-	nextVote int
+	releases int // how many of them: a release's repeats wake the waiters, and only this tells a new one
+	// nodeReleases counts the release notices heard from each node, repeats
+	// included: a LockMulti waiter tries again when a node that refused its
+	// attempt announces a release after it did (refusalMarks).
+	nodeReleases []int
+	votes        [8]tokenVotes // nodes that announced each recent acquisition
+	nextVote     int
 
 	wants    []*want    // other Clients' waiters that asked for the key (wants.go)
 	done     [64]string // tokens whose want is over (withdrawn or served): late copies are ignored
@@ -71,9 +75,9 @@ type watcher struct {
 	key  string
 	kw   *keyWatch
 	once sync.Once
-	// taken is the key's events channel when the reference was taken:
-	// closed at the first event since (see eventsSinceTaken).
-	taken <-chan struct{}
+	// What the reference saw when it was taken (sinceTaken).
+	taken                    <-chan struct{}
+	takenReleases, takenGaps int
 }
 
 // close drops the reference; the subscription lingers a while after the
@@ -111,20 +115,6 @@ func (h *watcher) events() <-chan struct{} {
 	return h.kw.ch
 }
 
-// eventsSinceTaken returns the channel closed at the first event since the
-// reference was taken. A waiter that subscribes after its failed attempt
-// waits on it, not on events(): the subscription may become active (an
-// event: its gap) before the waiter would have asked, and that wake is the
-// only one it gets for a release its subscription came too late to hear
-// (an adversary's burst test: a waiter slept its whole backoff with the key
-// free, its subscription active).
-func (h *watcher) eventsSinceTaken() <-chan struct{} {
-	if h == nil {
-		return nil
-	}
-	return h.taken
-}
-
 // releasesSince returns the channel closed at the key's next notice, and
 // how many releases the key had so far, read together: a waiter that acts
 // only on a new release (LockMulti) tells one from a wake by a release's
@@ -136,6 +126,54 @@ func (h *watcher) releasesSince() (<-chan struct{}, int) {
 	h.w.mu.Lock()
 	defer h.w.mu.Unlock()
 	return h.kw.ch, h.kw.releases
+}
+
+// sinceTaken returns what the reference saw when it was taken: the key's
+// events channel (closed at the first event since), and how many releases
+// the key and gaps its subscription had. A waiter that subscribes after
+// its failed attempt counts from its watch, not from when it looks: its
+// subscription may become active (a gap) or hear a release before it
+// would have asked, and that wake may be the only one it gets (an
+// adversary's burst test, and the LockMulti trials: waiters slept their
+// whole backoff with the key free).
+func (h *watcher) sinceTaken() (events <-chan struct{}, releases, gaps int) {
+	if h == nil {
+		return nil, 0, 0
+	}
+	return h.taken, h.takenReleases, h.takenGaps
+}
+
+// nodeReleases returns how many release notices of the key node
+// announced so far.
+func (h *watcher) nodeReleases(node int) int {
+	if h == nil {
+		return 0
+	}
+	h.w.mu.Lock()
+	defer h.w.mu.Unlock()
+	if node >= len(h.kw.nodeReleases) {
+		return 0
+	}
+	return h.kw.nodeReleases[node]
+}
+
+// releasedSince reports whether the key was released (its latest event),
+// and a node announced a release since marks (by node, -1: not asked).
+func (h *watcher) releasedSince(marks []int) bool {
+	if h == nil {
+		return false
+	}
+	h.w.mu.Lock()
+	defer h.w.mu.Unlock()
+	if h.kw.latest != released {
+		return false
+	}
+	for n, m := range marks {
+		if m >= 0 && n < len(h.kw.nodeReleases) && h.kw.nodeReleases[n] > m {
+			return true
+		}
+	}
+	return false
 }
 
 // latest returns the key's latest event.

@@ -65,14 +65,15 @@ local function memory(marker, ttl, on, known)
   return now - born, longest, born
 end
 
--- ballot(vote, age, longest, born) is a voting script's reply: the array
--- {vote, age, longest, born}; or, when the memory is the one the Client
--- knows (age -2), the one integer vote + 4 * longest (vote is 0 to 3): the
--- Client has the rest, and reads an integer with one allocation, an array
--- with four.
-local function ballot(vote, age, longest, born)
-  if age == -2 then
+-- ballot(vote, age, longest, born, holder) is a voting script's reply: the
+-- array {vote, age, longest, born}, with holder after them when given (an
+-- acquire script's refusal: acquire.lua); or, when the memory is the one
+-- the Client knows (age -2) and there is no holder, the one integer vote +
+-- 4 * longest (vote is 0 to 3): the Client has the rest, and reads an
+-- integer with one allocation, an array with four.
+local function ballot(vote, age, longest, born, holder)
+  if age == -2 and not holder then
     return vote + 4 * longest
   end
-  return {vote, age, longest, born}
+  return {vote, age, longest, born, holder}
 end

@@ -1,0 +1,156 @@
+package peers
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-go/redlock/internal/redistest"
+)
+
+// BenchmarkServerCPU: what one master spends of its own CPU on one lock and
+// unlock of a free key, for redlock's scripts and for the commands that
+// could stand in for them, each sent in pipelines of serverCPUBatch pairs
+// from one connection, as redlock's batches go under load (64 goroutines:
+// about 25 requests a batch). Custom metric: srv-µs/op, the server's
+// CPU per pair (its main thread's, from INFO cpu). ns/op is the client's
+// time and means little here.
+//
+// Read the rows against each other, within one run:
+//   - redlock: the acquire script with the restart guard's marker known
+//     (the path almost every acquisition takes) and no notice, then the
+//     release script;
+//   - multi-acquire: the same acquisition as plain commands in a
+//     transaction (MULTI, GET of the marker, SET NX PX GET, EXEC), then
+//     the release script: what an acquire path without a script would cost
+//     (Redis ≥ 7.0 for SET NX GET);
+//   - floor: the bare majority lock's SET NX PX and compare-and-delete
+//     script;
+//   - empty-scripts: two scripts that only return, called with the
+//     scripts' arguments: the fixed cost of a script call;
+//   - plain: GET of the marker, SET NX PX, GET, DEL as plain commands, no
+//     atomicity: the commands themselves.
+func BenchmarkServerCPU(b *testing.B) {
+	s := redistest.Start(b)
+	c := s.Client(nil)
+	empty := redis.NewScript("return 1")
+	for _, sc := range []*redis.Script{redlockAcquire, redlockRelease, floorRelease, empty} {
+		if err := sc.Load(bg, c).Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	// The first acquisition creates the marker and tells when the memory
+	// began; redlock sends that with every call after.
+	v, err := redlockAcquire.Run(bg, c, []string{"cpu:warm"}, "t", ttl.Milliseconds(), "", "", "1", memoryMarker, "0").Slice()
+	if err != nil || len(v) != 4 {
+		b.Fatal("the first acquisition: ", v, err)
+	}
+	born := fmt.Sprint(v[3])
+	ms := ttl.Milliseconds()
+
+	for _, tc := range []struct {
+		name string
+		pair func(pl redis.Pipeliner, key string)
+	}{
+		{"redlock", func(pl redis.Pipeliner, key string) {
+			pl.EvalSha(bg, redlockAcquire.Hash(), []string{key}, "tok", ms, "", "", "1", memoryMarker, born)
+			pl.EvalSha(bg, redlockRelease.Hash(), []string{key}, "tok", "", "", "1")
+		}},
+		{"multi-acquire", func(pl redis.Pipeliner, key string) {
+			pl.Do(bg, "multi")
+			pl.Do(bg, "get", memoryMarker)
+			pl.Do(bg, "set", key, "tok", "nx", "px", ms, "get")
+			pl.Do(bg, "exec")
+			pl.EvalSha(bg, redlockRelease.Hash(), []string{key}, "tok", "", "", "1")
+		}},
+		{"floor", func(pl redis.Pipeliner, key string) {
+			pl.SetNX(bg, key, "tok", ttl)
+			pl.EvalSha(bg, floorRelease.Hash(), []string{key}, "tok")
+		}},
+		{"empty-scripts", func(pl redis.Pipeliner, key string) {
+			pl.EvalSha(bg, empty.Hash(), []string{key}, "tok", ms, "", "", "1", memoryMarker, born)
+			pl.EvalSha(bg, empty.Hash(), []string{key}, "tok", "", "", "1")
+		}},
+		{"plain", func(pl redis.Pipeliner, key string) {
+			pl.Get(bg, memoryMarker)
+			pl.SetNX(bg, key, "tok", ttl)
+			pl.Get(bg, key)
+			pl.Del(bg, key)
+		}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			keys := make([]string, serverCPUBatch)
+			for i := range keys {
+				keys[i] = "cpu:" + strconv.Itoa(i)
+			}
+			start := serverCPU(b, c)
+			for n := 0; n < b.N; n += serverCPUBatch {
+				pl := c.Pipeline()
+				batch := keys[:min(serverCPUBatch, b.N-n)]
+				for _, k := range batch {
+					tc.pair(pl, k)
+				}
+				cmds, err := pl.Exec(bg)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := freed(cmds, len(batch)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric((serverCPU(b, c)-start)/float64(b.N)*1e6, "srv-µs/op")
+		})
+	}
+}
+
+// serverCPUBatch is how many pairs go in one pipeline.
+const serverCPUBatch = 25
+
+// memoryMarker is the restart guard's memory marker on a plain master.
+const memoryMarker = "redlock:memory"
+
+// freed checks that the last command of each of the pairs in cmds reports
+// its key deleted: every pair then found its key free, and no row measures
+// refusals.
+func freed(cmds []redis.Cmder, pairs int) error {
+	per := len(cmds) / pairs
+	for i := per - 1; i < len(cmds); i += per {
+		var n int64
+		switch c := cmds[i].(type) {
+		case *redis.Cmd:
+			n, _ = c.Int64()
+		case *redis.IntCmd:
+			n = c.Val()
+		}
+		if n < 1 {
+			return fmt.Errorf("%v: deleted nothing", cmds[i].Args())
+		}
+	}
+	return nil
+}
+
+// serverCPU returns the server's main thread's CPU so far, in seconds
+// (Redis ≥ 6.2; the whole process's before).
+func serverCPU(b *testing.B, c *redis.Client) float64 {
+	info, err := c.Info(bg, "cpu").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	fields := map[string]float64{}
+	for _, line := range strings.Split(info, "\r\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		if f, err := strconv.ParseFloat(v, 64); err == nil {
+			fields[k] = f
+		}
+	}
+	if u, ok := fields["used_cpu_user_main_thread"]; ok {
+		return u + fields["used_cpu_sys_main_thread"]
+	}
+	return fields["used_cpu_user"] + fields["used_cpu_sys"]
+}
