@@ -517,8 +517,14 @@ func TestFenceOfAMultiKeyLock(t *testing.T) {
 		return f
 	}
 	fa := fenceOf(mustLock(t, c, "a", time.Minute))
-	for _, a := range r.admin { // b's counter above a's, as if b had had many more holders
-		if err := a.Set(bg, "b"+fenceSuffix, fa+1000, 0).Err(); err != nil {
+	// b's counter far above a's, as if b had had many more holders: 1000 s
+	// of the masters' clock in microseconds, so that a counter of a created
+	// meanwhile (at that clock, on a master a's lock did not ask) stays
+	// below it, and only incrementing b's counter puts the fence above b's.
+	// (With 1 ms, a multi-key fence that incremented a's counter passed
+	// about one run in seven.)
+	for _, a := range r.admin {
+		if err := a.Set(bg, "b"+fenceSuffix, fa+1_000_000_000, 0).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
