@@ -892,94 +892,49 @@ func main() {
 	timeout := flag.Duration("timeout", 5*time.Minute, "for one mutant's tests")
 	generator := flag.Int("generator", 0, "also run this many calls of the fault generator on each mutant")
 	seed := flag.String("seed", "", "REDLOCK_CHAOS_SEED for the generator (default: random)")
-	builders := flag.Int("builders", 2, "mutants built at once, ahead of the one under test (tests run one at a time)")
 	flag.Parse()
 
 	root, err := moduleRoot()
 	if err != nil {
 		fail(err)
 	}
-	var chosen []mutant
-	for _, m := range mutants {
-		if strings.Contains(m.name, *run) {
-			chosen = append(chosen, m)
-		}
-	}
-	// Building a mutant's test binary takes most of its time and about
-	// one core; its tests take a second or so. So the builds run ahead,
-	// *builders at once, and the tests one at a time, in the table's
-	// order, each with no build running (quiet, below): a killer's timing
-	// is never shared with a build or another mutant's tests (under a
-	// build beside them, three killers missed their mutant once).
-	built := make([]chan *build, len(chosen))
-	for i := range built {
-		built[i] = make(chan *build, 1)
-	}
-	slots := make(chan struct{}, max(1, *builders)+1) // builds ahead of the tests, the one under test included
-	sem := make(chan struct{}, max(1, *builders))     // a running build holds one
-	go func() {
-		for i, m := range chosen {
-			slots <- struct{}{}
-			sem <- struct{}{}
-			go func() {
-				defer func() { <-sem }()
-				built[i] <- prepare(root, m)
-			}()
-		}
-	}()
-
-	survived, broken := 0, 0
+	survived, broken, ran := 0, 0, 0
 	var failed []string // named again at the end, where a CI log's tail shows them
 	var flaky []string  // killed only on a second run: their killers need work
-	for i, m := range chosen {
+	for _, m := range mutants {
+		if !strings.Contains(m.name, *run) {
+			continue
+		}
+		ran++
 		start := time.Now()
-		b := <-built[i]
 		pattern := "^(" + m.killers + ")$"
 		if strings.Contains(m.killers, "/") {
 			pattern = m.killers // a subtest: go test splits the pattern at each slash
 		}
-		// A mutant's tests run with no build beside them, on a machine as
-		// quiet as they would have it alone: they take every build slot.
-		quiet := func(run string, extra []string) (string, string) {
-			for range cap(sem) {
-				sem <- struct{}{}
-			}
-			defer func() {
-				for range cap(sem) {
-					<-sem
-				}
-			}()
-			return b.try(run, extra, *timeout)
-		}
-		verdict, detail := b.verdict, b.detail
-		if verdict == "" {
-			verdict, detail = quiet(pattern, nil)
-		}
+		verdict, detail := try(root, m, pattern, nil, *timeout)
 		if verdict == "SURVIVED" {
 			// Once more: a killer that depends on the order of the
 			// masters' replies may pass by chance. A mutant killed
 			// only then is named as such, so the weak test shows.
-			if again, _ := quiet(pattern, nil); again == "killed" {
+			if again, _ := try(root, m, pattern, nil, *timeout); again == "killed" {
 				verdict = "killed*"
 				flaky = append(flaky, m.name)
 			}
 		}
 		fmt.Printf("%-36s %-8s %6.1fs  %s\n", m.name, verdict, time.Since(start).Seconds(), m.killers)
-		if *generator > 0 && b.verdict == "" {
+		if *generator > 0 {
 			start := time.Now()
 			env := []string{"REDLOCK_CHAOS_SEED=" + *seed}
 			if *seed == "" {
 				env = nil
 			}
-			g, out := quiet("^TestChaos$/^20_", append(env, fmt.Sprintf("-chaos.ops=%d", *generator)))
+			g, out := try(root, m, "^TestChaos$/^20_", append(env, fmt.Sprintf("-chaos.ops=%d", *generator)), *timeout)
 			if g == "killed" && !violation.MatchString(out) {
 				g = "FAILED" // for another reason than a property: see its output
 				fmt.Println(indent(out))
 			}
 			fmt.Printf("%-36s %-8s %6.1fs  the fault generator, %d calls\n", "", g, time.Since(start).Seconds(), *generator)
 		}
-		b.remove()
-		<-slots
 		switch verdict {
 		case "killed", "killed*":
 		case "SURVIVED":
@@ -992,7 +947,6 @@ func main() {
 			fmt.Println(indent(detail))
 		}
 	}
-	ran := len(chosen)
 	fmt.Printf("%d mutants: %d killed, %d survived, %d did not apply or build\n", ran, ran-survived-broken, survived, broken)
 	for _, f := range failed {
 		fmt.Println("  " + f)
@@ -1005,94 +959,67 @@ func main() {
 	}
 }
 
-// A build is one mutant applied to a fresh copy of the module, and its
-// test binary; verdict is set when it could not be built (STALE, BROKEN,
-// ERROR), with detail saying why.
-type build struct {
-	dir, bin        string
-	verdict, detail string
-}
-
-// prepare applies m to a fresh copy of the module and builds its test
-// binary.
-func prepare(root string, m mutant) *build {
+// try applies m to a fresh copy of the module and runs the tests that
+// match run (go test -run); extra holds NAME=value environment entries and -flags for
+// the test binary.
+func try(root string, m mutant, run string, extra []string, timeout time.Duration) (verdict, detail string) {
 	dir, err := os.MkdirTemp("", "redlock-mutant-")
 	if err != nil {
-		return &build{verdict: "ERROR", detail: err.Error()}
+		return "ERROR", err.Error()
 	}
-	b := &build{dir: dir, bin: filepath.Join(dir, "mutant.test")}
+	defer os.RemoveAll(dir)
 	if err := copyModule(root, dir); err != nil {
-		b.verdict, b.detail = "ERROR", err.Error()
-		return b
+		return "ERROR", err.Error()
 	}
 	path := filepath.Join(dir, m.file)
 	src, err := os.ReadFile(path)
 	if err != nil {
-		b.verdict, b.detail = "ERROR", err.Error()
-		return b
+		return "ERROR", err.Error()
 	}
 	if n := bytes.Count(src, []byte(m.from)); n != 1 {
-		b.verdict, b.detail = "STALE", fmt.Sprintf("%s: the code to mutate occurs %d times, want 1: update the table", m.file, n)
-		return b
+		return "STALE", fmt.Sprintf("%s: the code to mutate occurs %d times, want 1: update the table", m.file, n)
 	}
 	if err := os.WriteFile(path, bytes.Replace(src, []byte(m.from), []byte(m.to), 1), 0o644); err != nil {
-		b.verdict, b.detail = "ERROR", err.Error()
-		return b
+		return "ERROR", err.Error()
 	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
 	// -trimpath: the copy lives in a new directory each time, and without
 	// it every package of the module would miss the build cache; -vet=off:
 	// make check vets the code once.
-	cmd := exec.Command("go", "test", "-c", "-trimpath", "-vet=off", "-o", b.bin, ".")
-	cmd.Dir = dir
-	if out, err := cmd.CombinedOutput(); err != nil {
-		b.verdict, b.detail = "BROKEN", tail(out) // the mutant did not build
-	}
-	return b
-}
-
-// remove deletes the build's copy of the module.
-func (b *build) remove() {
-	if b.dir != "" {
-		_ = os.RemoveAll(b.dir)
-	}
-}
-
-// try runs the build's tests that match run (go test -run), in the copy's
-// directory as go test would; extra holds NAME=value environment entries
-// and -flags for the test binary.
-func (b *build) try(run string, extra []string, timeout time.Duration) (verdict, detail string) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	args := []string{"-test.count=1", "-test.run", run}
-	var env []string
+	args := []string{"test", "-count=1", "-trimpath", "-vet=off", "-run", run, "."}
+	var env, flags []string
 	for _, e := range extra {
 		if strings.HasPrefix(e, "-") {
-			args = append(args, e)
+			flags = append(flags, e)
 		} else {
 			env = append(env, e)
 		}
 	}
-	cmd := exec.CommandContext(ctx, b.bin, args...)
-	cmd.Dir = b.dir
+	if len(flags) > 0 {
+		args = append(append(args, "-args"), flags...)
+	}
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.CombinedOutput()
 	switch {
+	case err == nil && noTests.Match(out):
+		return "BROKEN", tail(out) // its killers match no test
 	case err == nil:
-		if noTests.Match(out) {
-			return "BROKEN", tail(out) // no test ran
-		}
 		return "SURVIVED", tail(out)
 	case ctx.Err() != nil:
 		return "killed", tail(out) // a test that hangs on the bug catches it too
 	case failedTest.Match(out):
 		return "killed", string(out)
 	default:
-		return "BROKEN", tail(out)
+		return "BROKEN", tail(out) // the mutant did not build, or no test ran
 	}
 }
 
-// noTests matches a test binary's report that no test matched its -run.
-var noTests = regexp.MustCompile(`(?m)^testing: warning: no tests to run`)
+// noTests matches go test's report that no test matched its -run.
+var noTests = regexp.MustCompile(`(?m)^(testing: warning: no tests to run|ok .*\[no tests to run\])`)
 
 // violation matches the fault generator's report of a broken property.
 var violation = regexp.MustCompile(`property .*: \d+ violations|SAFETY VIOLATION`)
