@@ -432,12 +432,26 @@ func TestCloseEndsALockWaitingOnItsBackoff(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := m.client(WithRetryDelay(time.Hour, time.Hour))
+	// The key's subscription is active before the waiter's first attempt:
+	// one becoming active after it would wake the waiter into another
+	// attempt (a gap), and a Close during that attempt ends the call by
+	// another path than the backoff's (its mutant survived first runs so,
+	// in two of three full mutant runs).
+	h := c.wk.watch("k")
+	defer h.close()
+	awaitSubscribed(t, c, "k", len(m.servers))
 	res := lockInBackground(bg, c, "k")
-	// The first attempt fails at once; the waiter then subscribes to the
-	// key's notices and waits on its hour-long backoff.
-	within(t, scaled(5*time.Second), "the waiter's subscription", func() bool {
-		for m.servers[0].PubSubNumSub(noticeChannel("k"))[noticeChannel("k")] == 0 {
-			time.Sleep(time.Millisecond) // memredis has no signal for a SUBSCRIBE
+	// The first attempt fails at once and marks the holder's key; the
+	// waiter then waits on its hour-long backoff.
+	within(t, scaled(5*time.Second), "the waiter's attempt", func() bool {
+		for marked := 0; marked < c.quorum; {
+			time.Sleep(time.Millisecond) // an attempt gives no signal
+			marked = 0
+			for _, s := range m.servers {
+				if v, _ := s.Get("k"); strings.HasSuffix(v, "~") {
+					marked++
+				}
+			}
 		}
 		return true
 	})
