@@ -37,10 +37,22 @@ func rollingRestarts(s *scenario) {
 			}
 		}
 	}()
+	// The contender stops while A still holds the lock: a TryLock after
+	// Do's release may rightly succeed (under -race one did, between Do's
+	// Unlock and the stop).
+	tries, stopped := 0, false
+	stopContender := func() {
+		if !stopped {
+			stopped = true
+			close(stop)
+			tries = <-contenderDone
+		}
+	}
 	err := a.Do(bg, s.key, chaosTTL, func(ctx context.Context) error {
 		l := LockFromContext(ctx)
 		x := s.acquired("A", l)
 		defer func() { // A's window: until fn returns, the lock kept valid
+			stopContender()
 			x.Extended(l.Until())
 			x.Releasing()
 		}()
@@ -59,8 +71,7 @@ func rollingRestarts(s *scenario) {
 		}
 		return nil
 	})
-	close(stop)
-	tries := <-contenderDone
+	stopContender() // when fn never ran
 	if err != nil {
 		s.t.Fatalf("Do across rolling restarts: %v", err)
 	}
