@@ -86,7 +86,7 @@ func (a *acquireRound) call(ctx context.Context, n *node) (ballot, error) {
 
 func (a *acquireRound) start(ctx context.Context, t *nodeTask) bool {
 	t.known = t.n.known.Load()
-	t.n.pipe.start(ctx, a.l.holds[t.n.index], t.n.acquireCmd(a.args, t.known), t)
+	t.n.pipe.start(ctx, a.l.holds[t.n.index], lateSend{}, t.n.acquireCmd(a.args, t.known), t)
 	return true
 }
 
@@ -109,6 +109,9 @@ func (a *acquireRound) acquired(n *node, b ballot, err error) (ballot, error) {
 		return ballot{}, errGivenUp
 	}
 	h.born.Store(b.mem.born)
+	if err == nil && b.yes && !a.take {
+		l.yeses.Add(1) // before the release below: it may be the one to announce
+	}
 	if h.finishCall(a.take, b.yes, err) {
 		l.releaseNode(n, a.ttl)
 	}
@@ -171,9 +174,28 @@ func (c *Client) releaseNodeWith(n *node, key, token string, ttl time.Duration, 
 	c.releaseNodeArgs(n, ttl, newRoundArgs(key, token, 0, announce, false))
 }
 
-// releaseNode is Client.releaseNode for l's key or keys, silent.
+// releaseNode is Client.releaseNode for l's key or keys: a failed attempt's
+// clean-up, or a late yes to a lock given up already. It is silent, since
+// announcing a split vote's clean-up would wake every waiter into another
+// one; except once a majority of masters said yes to l's acquisition, in
+// time or late (a round lost to its deadline or to the drift; or a lock
+// won, whose late yeses are rare). Every master a waiter asked then
+// refused it for our token, so the waiter takes the key for held, and
+// waits at its longest backoff for a release: the release is announced
+// where a refusal marked the key (quiet, as a quiet holder's:
+// lua/release.lua; for a multi-key lock, on the channels of the marked
+// keys: lua/release_multi.lua).
 func (l *Lock) releaseNode(n *node, ttl time.Duration) {
-	l.c.releaseNodeArgs(n, ttl, l.args(0, notice{}, false))
+	c := l.c
+	var announce notice
+	if int(l.yeses.Load()) >= c.quorum {
+		announce = c.announce(releasedNotice, l.key, l.token, 0)
+	}
+	args := l.args(0, announce, false)
+	if announce.channel != "" {
+		args.quiet = "1"
+	}
+	c.releaseNodeArgs(n, ttl, args)
 }
 
 // releaseNodeArgs runs the release script with args on n in the
@@ -184,7 +206,7 @@ func (c *Client) releaseNodeArgs(n *node, ttl time.Duration, args *roundArgs) {
 		defer c.bg.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), c.nodeTimeout(ttl))
 		defer cancel()
-		_, _, _ = n.release(ctx, args)
+		_, _, _ = n.release(ctx, c.keep(ttl), args)
 	}))
 }
 

@@ -385,6 +385,12 @@ func (g *generator) eventChecker(nodes int) Observer {
 				g.violation(pEvents, e.Key, "%s round: %d votes, %d masters said yes, %d of %d masters reported", e.Op, e.Votes, yes, len(e.Nodes), nodes)
 			}
 		},
+		NodeReply: func(e NodeReplyEvent) {
+			// For property 6's report: where a delete did not go through.
+			if e.Op == "unlock" && e.Outcome != NodeYes {
+				g.s.hist.NoteKey(e.Key, "unlock on master %d: %v after %v (%v)", e.Node, e.Outcome, e.Latency.Round(time.Millisecond), e.Err)
+			}
+		},
 		NodeState: func(e NodeStateEvent) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -646,6 +652,7 @@ func (g *generator) multiSession(rng *rand.Rand, name string, gc *genClient, fir
 		x.Releasing()
 	}
 	uctx, ucancel := callCtx(rng)
+	before := g.settledBefore(holder, l.Token())
 	ustart := time.Now()
 	stop = g.stalled("Unlock (multi)", genUnlockLimit+genStall)
 	err = l.Unlock(uctx)
@@ -657,7 +664,7 @@ func (g *generator) multiSession(rng *rand.Rand, name string, gc *genClient, fir
 	for _, k := range keys {
 		g.s.hist.NoteKey(k, "%s Unlock (multi) %.8s: %s (%v)", holder, l.Token(), o, err)
 		if !errors.Is(err, ErrClosed) {
-			g.checkRelease(k, l.Token(), health, holder, ustart)
+			g.checkRelease(k, l.Token(), health, holder, ustart, before)
 		}
 	}
 }
@@ -943,6 +950,7 @@ func (g *generator) unlock(rng *rand.Rand, holder string, gc *genClient, l *Lock
 	ctx, cancel := callCtx(rng) // Unlock sends its deletes even with ctx ended
 	afterClose := gc.closed.Load()
 	handOffs := gc.cfg.test.handOffs.Load() + gc.cfg.test.remoteHandOffs.Load()
+	before := g.settledBefore(holder, l.Token())
 	start := time.Now()
 	stop := g.stalled(kind, genUnlockLimit+genStall)
 	err := l.Unlock(ctx)
@@ -956,7 +964,7 @@ func (g *generator) unlock(rng *rand.Rand, holder string, gc *genClient, l *Lock
 	}
 	g.s.hist.NoteKey(l.Key(), "%s %s %.8s: %s (%v)", holder, kind, l.Token(), o, err)
 	if !errors.Is(err, ErrClosed) {
-		g.checkRelease(l.Key(), l.Token(), health, holder, start)
+		g.checkRelease(l.Key(), l.Token(), health, holder, start, before)
 	}
 }
 

@@ -74,16 +74,21 @@ func (g *generator) checkLeaseOf(l *Lock, key, when string) {
 // checkRelease checks property 6 after an Unlock that began at start:
 // once every delete it sends has had its node deadline (two rounds: a
 // hand-off, then the release), on the masters that stayed up and reachable
-// and answered every command that carried the token. (Where one went
-// unanswered, a late SET may land after its release and stay until its
-// TTL: a documented limitation, bounded by property 3.) A key still there
+// and answered every command that carried the token; for a resumed lock,
+// only those that had answered every one sent before the Unlock began by
+// then (before, from settledBefore). (Where one went unanswered, a late
+// SET may land after its release and stay until its TTL: a documented
+// limitation, bounded by property 3. The Client a lock was resumed from
+// is another process, whose requests still on their way the new holder
+// cannot wait for: seen, its acquisition, re-sent by go-redis after a
+// connection reset, landed after the new holder's delete.) A key still there
 // is read again a little later, so that a delete merely slow to start is
 // not taken for a missing one; a key that expired meanwhile proves nothing.
-func (g *generator) checkRelease(key, token string, health chaos.Health, holder string, start time.Time) {
+func (g *generator) checkRelease(key, token string, health chaos.Health, holder string, start time.Time, before []bool) {
 	clean := func() []int {
 		var out []int
 		for i, up := range g.sched.Reachable(health) {
-			if up && g.calls.Settled(token, i) {
+			if up && before[i] && g.calls.Settled(token, i) {
 				out = append(out, i)
 			}
 		}
@@ -119,6 +124,19 @@ func (g *generator) checkRelease(key, token string, health chaos.Health, holder 
 			}
 		}
 	})
+}
+
+// settledBefore is checkRelease's before for holder's Unlock of token,
+// taken as it begins: per master, whether every command that carried
+// token so far has been answered, for a lock resumed from another Client
+// (its holder's name has a ">": resume); true everywhere otherwise, since a
+// Client releases its own late SETs.
+func (g *generator) settledBefore(holder, token string) []bool {
+	out := make([]bool, len(g.s.cl.Nodes))
+	for i := range out {
+		out[i] = !strings.Contains(holder, ">") || g.calls.Settled(token, i)
+	}
+	return out
 }
 
 // prober checks property 7 now and then: while a majority and one more

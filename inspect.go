@@ -171,7 +171,7 @@ func (c *Client) Inspect(ctx context.Context, key string) (Inspection, error) {
 // inspect runs the inspect script on key: its value ("" when absent or
 // not a string) and its PTTL.
 func (n *node) inspect(ctx context.Context, key string) (value string, pttl int64, err error) {
-	vals, err := n.eval(ctx, nil, inspectScript.evalsha(1, key)).Slice()
+	vals, err := n.eval(ctx, nil, lateSend{}, inspectScript.evalsha(1, key)).Slice()
 	if err != nil {
 		return "", 0, err
 	}

@@ -5,6 +5,7 @@ package redlock
 import (
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -26,6 +27,10 @@ type Lock struct {
 	// have left some free. Unlock ends that (giveUpReserves). Written
 	// before the Lock is handed out.
 	widens bool
+	// yeses counts the masters that said yes to the acquisition round,
+	// its late answers included: once a majority did, a failed attempt's
+	// clean-up is announced (releaseNode).
+	yeses atomic.Int32
 
 	obtained time.Time // when it was known held, for the observers' hold time
 

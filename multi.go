@@ -227,6 +227,9 @@ func (c *Client) sleepMulti(ctx context.Context, joined string, last error, watc
 		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ev)})
 	}
 	for {
+		if h := c.cfg.test.sleepingMulti; h != nil {
+			h(events)
+		}
 		i, _, _ := reflect.Select(cases)
 		switch i {
 		case 0:

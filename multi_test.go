@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -261,7 +262,7 @@ func TestAMultiWaiterCountsReleasesFromItsWatch(t *testing.T) {
 	<-watched
 	unlockHeardBy(t, r, l, waiter)
 	close(heard)
-	awaitLockWithin(t, got, scaled(15*time.Second), "the multi-key waiter slept its backoff through a release it heard after its watch")
+	awaitLockWithin(t, got, scaled(5*time.Second), "the multi-key waiter slept its backoff through a release it heard after its watch")
 }
 
 // A LockMulti waiter whose Client watches a key already (a subscription
@@ -293,7 +294,7 @@ func TestAMultiWaiterHearsAReleaseDuringItsFirstAttempt(t *testing.T) {
 	<-refused // the first attempt was refused
 	unlockHeardBy(t, r, second, waiter)
 	close(heard)
-	awaitLockWithin(t, got, scaled(15*time.Second), "the multi-key waiter slept its backoff through a release heard during its first attempt")
+	awaitLockWithin(t, got, scaled(5*time.Second), "the multi-key waiter slept its backoff through a release heard during its first attempt")
 }
 
 // A LockMulti waiter whose keys were released after its first attempt and
@@ -312,7 +313,7 @@ func TestAMultiWaiterTriesAgainWhenItsSubscriptionBecomesActive(t *testing.T) {
 		settle(holder) // released everywhere, heard by nobody
 	}
 	got := multiInBackground(waiter, "a", "b")
-	awaitLockWithin(t, got, scaled(15*time.Second), "the multi-key waiter slept its backoff: its subscription's gap did not send it into an attempt")
+	awaitLockWithin(t, got, scaled(5*time.Second), "the multi-key waiter slept its backoff: its subscription's gap did not send it into an attempt")
 }
 
 // unlockHeardBy unlocks l and waits until c has heard its release from
@@ -622,19 +623,28 @@ func TestAMultiKeyWaiterActsOnlyOnANewRelease(t *testing.T) {
 			(*f)()
 		}
 	}}
-	twoAnswered := make(chan struct{}, 16)
-	countedTwo := Observer{NodeReply: func(e NodeReplyEvent) { // after the attempt took in the answer, before its vote
-		if e.Node == 2 && e.Key == "a,b" {
+	twoAnswered, threeAnswered := make(chan struct{}, 16), make(chan struct{}, 16)
+	countedTwo := Observer{NodeReply: func(e NodeReplyEvent) { // after the attempt took in the answer (and marked it), before its vote
+		if e.Key != "a,b" || e.Op != "lock" {
+			return
+		}
+		switch e.Node {
+		case 2:
 			if ch := staging.Swap(nil); ch != nil {
 				close(*ch)
 			}
 			twoAnswered <- struct{}{}
+		case 3:
+			threeAnswered <- struct{}{}
 		}
 	}}
 	clients := make([]redis.UniversalClient, len(r.servers))
 	for i, s := range r.servers {
 		clients[i] = s.Client(nil)
 	}
+	// Every master gets every attempt: the test waits for master 0's and
+	// master 3's answers to each.
+	sentTogether(acquireMultiScript, clients, scaled(5*time.Second))
 	clients[0].AddHook(counted)
 	clients[2].AddHook(staged)
 	var second atomic.Pointer[chan struct{}] // what masters 3 and 4 wait for
@@ -683,11 +693,16 @@ func TestAMultiKeyWaiterActsOnlyOnANewRelease(t *testing.T) {
 			return true
 		})
 	}
+	answer := func(ch <-chan struct{}, what string) {
+		t.Helper()
+		within(t, scaled(5*time.Second), what, func() bool {
+			<-ch
+			return true
+		})
+	}
 	attempt("the first attempt")
-	within(t, scaled(5*time.Second), "master 2's answer to the first attempt", func() bool {
-		<-twoAnswered
-		return true
-	})
+	answer(twoAnswered, "master 2's answer to the first attempt")
+	answer(threeAnswered, "master 3's answer to the first attempt")
 	notice := func(token string, masters ...int) {
 		t.Helper()
 		n := newNotice(releasedNotice, "a", "other", token, 0)
@@ -711,6 +726,9 @@ func TestAMultiKeyWaiterActsOnlyOnANewRelease(t *testing.T) {
 	// holds the key.
 	notice("r1", 1)
 	attempt("the attempt on the first release")
+	// Master 3's refusal marked, or its notice would come before its
+	// mark, and be rightly ignored whatever the attempt's yeses.
+	answer(threeAnswered, "master 3's answer to the attempt on the first release")
 	notice("r1", 3)
 	quiet("a release by a master that refused an attempt no master said yes to")
 
@@ -784,10 +802,7 @@ func TestLockMultiTriesAgainWhenTheMastersThatRefusedItReleaseLater(t *testing.T
 			rounds <- e
 		}
 	}}))
-	l, err := holder.TryLock(bg, "b", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := mustLock(t, holder, "b", time.Minute) // on every master: settled, no SET still on its way
 	got := multiInBackground(waiter, "a", "b")
 	first := <-rounds
 	if first.Won() {
@@ -828,6 +843,10 @@ func TestLockMultiLooksAgainWhenItsAttemptsYesComesLate(t *testing.T) {
 	for i, s := range r.servers {
 		clients[i] = s.Client(nil)
 	}
+	// Every master gets every attempt, so that each answers it: a request
+	// still queued when the round was decided would be dropped, and one
+	// sent late could land after the holder's release.
+	sentTogether(acquireMultiScript, clients, scaled(5*time.Second))
 	clients[0].AddHook(&scriptHook{script: acquireMultiScript, after: func(context.Context) error {
 		if armed.CompareAndSwap(true, false) {
 			close(replied)
@@ -836,19 +855,24 @@ func TestLockMultiLooksAgainWhenItsAttemptsYesComesLate(t *testing.T) {
 		return nil
 	}})
 	rounds := make(chan RoundEvent, 16)
-	zeroAnswered := make(chan struct{}, 16)
+	answers := make(chan int, 64) // the node of each answer to an attempt
 	backoff := scaled(time.Minute)
 	waiter, err := New(clients, WithRetryDelay(backoff, backoff), withLinger(time.Hour), WithObserver(Observer{Round: func(e RoundEvent) {
 		if e.Op == "lock" {
 			rounds <- e
 		}
 	}, NodeReply: func(e NodeReplyEvent) {
-		if e.Op == "lock" && e.Node == 0 {
-			zeroAnswered <- struct{}{}
+		if e.Op == "lock" && e.Key == "a,b" {
+			answers <- e.Node
 		}
 	}}))
 	if err != nil {
 		t.Fatal(err)
+	}
+	var sleeping atomic.Pointer[[]<-chan struct{}] // the key events the waiter last went to sleep on
+	waiter.cfg.test.sleepingMulti = func(events []<-chan struct{}) {
+		evs := slices.Clone(events)
+		sleeping.Store(&evs)
 	}
 	var opened sync.Once
 	open := func() { opened.Do(func() { close(proceed) }) }
@@ -856,20 +880,25 @@ func TestLockMultiLooksAgainWhenItsAttemptsYesComesLate(t *testing.T) {
 	// Subscribed before LockMulti starts: no gap wakes it during the test.
 	watching(t, waiter, "a")
 	watching(t, waiter, "b")
-	awaitSubscribed(t, waiter, "a", len(r.servers))
-	awaitSubscribed(t, waiter, "b", len(r.servers))
-	l, err := holder.TryLock(bg, "b", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := mustLock(t, holder, "b", time.Minute) // on every master: settled, no SET still on its way
 	got := multiInBackground(waiter, "a", "b")
 	if (<-rounds).Won() {
 		t.Fatal("the first attempt won a held key")
 	}
-	within(t, scaled(5*time.Second), "master 0's answer to the first attempt", func() bool {
-		<-zeroAnswered
-		return true
-	})
+	answered := func(what string, nodes ...int) {
+		t.Helper()
+		if err := within(t, scaled(5*time.Second), what, func() error {
+			for due := len(nodes); due > 0; due-- {
+				if n := <-answers; !slices.Contains(nodes, n) {
+					return fmt.Errorf("%s: an answer from master %d came too", what, n)
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	answered("every master's answer to the first attempt", 0, 1, 2, 3, 4)
 	// The release reaches master 0 first; the waiter tries on its notice,
 	// master 0 says yes (held back), the others refuse.
 	armed.Store(true)
@@ -887,6 +916,9 @@ func TestLockMultiLooksAgainWhenItsAttemptsYesComesLate(t *testing.T) {
 	if (<-rounds).Won() {
 		t.Fatal("the attempt won a key held on four masters")
 	}
+	// Every refusal in before the release: a request of the attempt that
+	// reached its master after the release would be a yes of its own.
+	answered("the refusals of masters 1-4", 1, 2, 3, 4)
 	heard := make([]int, len(r.servers))
 	for i := range heard {
 		heard[i] = heardReleases(waiter, "b", i)
@@ -902,6 +934,27 @@ func TestLockMultiLooksAgainWhenItsAttemptsYesComesLate(t *testing.T) {
 		}
 		return true
 	})
+	// And asleep again with every notice looked at (a notice fires its
+	// key's event as it is counted): one it looked at only after the yes
+	// came would wake it on its own, and the test would prove nothing.
+	within(t, scaled(5*time.Second), "the waiter looking at the notices", func() bool {
+		for {
+			if evs := sleeping.Load(); evs != nil && !slices.ContainsFunc(*evs, eventFired) {
+				return true
+			}
+			time.Sleep(time.Millisecond) // no signal: the sleeper is blocked in a select
+		}
+	})
 	open() // now the yes
 	awaitLockWithin(t, got, scaled(5*time.Second), "LockMulti slept its backoff: its attempt's yes came after the notices")
+}
+
+// eventFired reports whether a key event's channel (closed to fire) fired.
+func eventFired(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }

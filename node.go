@@ -59,7 +59,7 @@ func (n *node) refusedNotice() { n.noticesRefused.Store(time.Now().UnixNano()) }
 // a's notice.
 func (n *node) acquire(ctx context.Context, send sendCheck, a *roundArgs) (ballot, error) {
 	k := n.known.Load()
-	return n.acquireReply(n.eval(ctx, send, n.acquireCmd(a, k)), k)
+	return n.acquireReply(n.eval(ctx, send, lateSend{}, n.acquireCmd(a, k)), k)
 }
 
 // acquireCmd is the acquire script's command for a, telling the master
@@ -88,15 +88,23 @@ func (n *node) acquireReply(cmd reply, k *knownMemory) (ballot, error) {
 // eval runs a script command (evalsha's arguments) on the master, through
 // its pipe when batching is on. send, when not nil, is asked just before
 // the request goes out; when it says no, nothing is sent and the error is
-// errNotSent.
-func (n *node) eval(ctx context.Context, send sendCheck, args []any) reply {
+// errNotSent. keep, when not zero, is a release's (Client.keep): the
+// request is sent even once ctx's deadline passed, until keep.until.
+func (n *node) eval(ctx context.Context, send sendCheck, keep lateSend, args []any) reply {
 	if n.pipe != nil {
-		return n.pipe.do(ctx, send, args)
+		return n.pipe.do(ctx, send, keep, args)
 	}
 	if send != nil && !send.send() {
 		cmd := redis.NewCmd(ctx)
 		cmd.SetErr(errNotSent)
 		return cmd
+	}
+	if !keep.until.IsZero() && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		if now := time.Now(); now.Before(keep.until) {
+			var cancel context.CancelFunc // a release kept past its deadline: a deadline of its own
+			ctx, cancel = context.WithDeadline(context.WithoutCancel(ctx), now.Add(keep.wait))
+			defer cancel()
+		}
 	}
 	return n.conn.script(ctx, args)
 }
@@ -236,24 +244,25 @@ func boolArg(b bool) string {
 
 // release deletes a.key if it holds a.token: true when it did. When it
 // does, the node publishes a's notice; receivers is how many subscribers
-// heard it.
-func (n *node) release(ctx context.Context, a *roundArgs) (deleted bool, receivers int64, err error) {
-	return n.releaseReply(n.eval(ctx, nil, n.releaseCmd(a)))
+// heard it. keep lets the delete go out past ctx's deadline (Client.keep).
+func (n *node) release(ctx context.Context, keep lateSend, a *roundArgs) (deleted bool, receivers int64, err error) {
+	return n.releaseReply(n.eval(ctx, nil, keep, n.releaseCmd(a)))
 }
 
 // releaseCmd is the release script's command for a.
 func (n *node) releaseCmd(a *roundArgs) []any {
 	ch, msg := n.noticeArgs(a)
 	if a.keys != nil {
-		// The message, or none, then each key's channel.
+		// The message, or none, then each key's channel, then quiet.
 		if ch == "" {
 			msg = ""
 		}
-		argv := make([]any, 0, 2+len(a.keys))
+		argv := make([]any, 0, 3+len(a.keys))
 		argv = append(argv, a.token, msg)
 		for _, k := range a.keys {
 			argv = append(argv, noticeChannelOn(k.(string), n.isCluster()))
 		}
+		argv = append(argv, a.quiet)
 		return releaseMultiScript.evalsha(len(a.keys), a.withKeys(argv...)...)
 	}
 	return releaseScript.evalsha(1, a.keyArg, a.token, ch, msg, a.quiet)
@@ -286,7 +295,7 @@ func (n *node) handOff(ctx context.Context, send sendCheck, a *roundArgs) (state
 	k := n.known.Load()
 	ch, msg := n.noticeArgs(a)
 	var v [5]int64
-	err = replyInts(n.eval(ctx, send, handoffScript.evalsha(1, a.keyArg, a.token, a.newToken, a.ttl, ch, msg, a.guard, n.markerArg(a.key), k.arg(), a.trusted, a.remote)), v[:], "hand-off")
+	err = replyInts(n.eval(ctx, send, lateSend{}, handoffScript.evalsha(1, a.keyArg, a.token, a.newToken, a.ttl, ch, msg, a.guard, n.markerArg(a.key), k.arg(), a.trusted, a.remote)), v[:], "hand-off")
 	if err != nil {
 		return 0, 0, memory{}, err
 	}
@@ -312,7 +321,7 @@ func (n *node) extend(ctx context.Context, a *roundArgs, born int64) (ballot, er
 	if a.keys != nil { // no repair: born does not apply
 		cmd = extendMultiScript.evalsha(len(a.keys), a.withKeys(a.token, a.ttl, a.guard, n.markerArg(a.key), k.arg())...)
 	}
-	vote, mem, _, err := n.replyBallot(n.eval(ctx, nil, cmd), k, "extend")
+	vote, mem, _, err := n.replyBallot(n.eval(ctx, nil, lateSend{}, cmd), k, "extend")
 	if err != nil {
 		return ballot{}, err
 	}
@@ -342,7 +351,7 @@ func (n *node) fence(ctx context.Context, keys []string, token string, raise uin
 		}
 		cmd = fenceMultiScript.evalsha(2*len(keys), append(args, token, arg)...)
 	}
-	s, err := n.eval(ctx, nil, cmd).Text()
+	s, err := n.eval(ctx, nil, lateSend{}, cmd).Text()
 	if errors.Is(err, redis.Nil) {
 		return 0, nil // not held
 	}

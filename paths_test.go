@@ -802,3 +802,81 @@ func TestCloseDoesNotStallWaitersBehindAHungSubscription(t *testing.T) {
 	r.servers[0].Resume()
 	<-closed
 }
+
+// sentTogether makes every master's request of script wait, before it is
+// sent, until each of the clients' masters has one on its way: no master
+// answers a round before all of them were sent, so no request of it is
+// ever given up unsent (a round decided first drops the requests still
+// queued, and they report no NodeReply). A test that waits for one
+// master's answer to every attempt needs it: on a loaded machine, three
+// masters could refuse before the fourth's pipe sent its request. It
+// counts the first send of each round (EVALSHA), not the EVAL that follows
+// a NOSCRIPT, and stops waiting after limit (a master that truly was not
+// sent), so that a test fails on its own check rather than hangs here.
+func sentTogether(script *luaScript, clients []redis.UniversalClient, limit time.Duration) {
+	b := &sendBarrier{n: len(clients), limit: limit}
+	for i, c := range clients {
+		c.AddHook(&barrierHook{b: b, node: i, filter: &scriptHook{script: script}})
+	}
+}
+
+// A sendBarrier lets a round's requests go once all n arrived.
+type sendBarrier struct {
+	n     int
+	limit time.Duration
+
+	mu      sync.Mutex
+	arrived map[int]bool // this round's
+	open    chan struct{}
+}
+
+func (b *sendBarrier) arrive(node int) {
+	b.mu.Lock()
+	if b.open == nil || b.arrived[node] { // a node's second arrival is the next round's
+		b.open, b.arrived = make(chan struct{}), map[int]bool{}
+	}
+	open := b.open
+	b.arrived[node] = true
+	if len(b.arrived) == b.n {
+		close(open)
+		b.open = nil
+	}
+	b.mu.Unlock()
+	select {
+	case <-open:
+	case <-time.After(b.limit):
+	}
+}
+
+type barrierHook struct {
+	b      *sendBarrier
+	node   int
+	filter *scriptHook
+}
+
+func (h *barrierHook) first(cmd redis.Cmder) bool {
+	return h.filter.matches(cmd) && strings.EqualFold(fmt.Sprint(cmd.Args()[0]), "evalsha")
+}
+
+func (h *barrierHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *barrierHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if h.first(cmd) {
+			h.b.arrive(h.node)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *barrierHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			if h.first(cmd) {
+				h.b.arrive(h.node)
+				break
+			}
+		}
+		return next(ctx, cmds)
+	}
+}

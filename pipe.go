@@ -31,6 +31,9 @@ type request struct {
 	// send, when not nil, is asked just before the request goes out: false
 	// means the request is no longer wanted and is not sent (errNotSent).
 	send sendCheck
+	// keep, when not zero, lets the request go out after its ctx's
+	// deadline passed (a release: see Client.keep).
+	keep lateSend
 
 	cmd  *redis.Cmd    // the reply, or why there is none
 	done chan struct{} // receives once cmd is final; buffered, so requests are reused
@@ -72,6 +75,48 @@ func (r *request) finish(err error) {
 	r.done <- struct{}{}
 }
 
+// unsent reports why r is no longer to be sent at now; nil: it is. A
+// request is not sent once its ctx ended, unless it is kept (a release)
+// and only its deadline passed, before keep.
+func (r *request) unsent(now time.Time) error {
+	err := r.ctx.Err()
+	if err == nil || (now.Before(r.keep.until) && errors.Is(err, context.DeadlineExceeded)) {
+		return nil
+	}
+	return err
+}
+
+// sendBy is when r must go out at the latest, as of now: its ctx's
+// deadline, or keep once that passed; false when it has neither.
+func (r *request) sendBy(now time.Time) (time.Time, bool) {
+	d, ok := r.ctx.Deadline()
+	if ok && !now.Before(d) && !r.keep.until.IsZero() {
+		return r.keep.until, true
+	}
+	return d, ok
+}
+
+// A lateSend lets a request go out after its ctx's deadline passed, until
+// until, with wait to be answered once it goes; zero, it does not.
+type lateSend struct {
+	until time.Time
+	wait  time.Duration
+}
+
+// keep is the lateSend of a release of a lock of ttl: a delete sent late
+// still deletes our token alone, and is worth sending until the key would
+// expire anyway (ttl from now bounds that: every request that set it ran
+// before now), with a node deadline of its own once it goes. Dropped at its
+// node deadline, behind stalled batches or a slow sender, it would leave
+// the key on that master for its whole TTL.
+func (c *Client) keep(ttl time.Duration) lateSend {
+	return lateSend{until: time.Now().Add(ttl), wait: c.nodeTimeout(ttl)}
+}
+
+// late reports whether r goes out after its ctx's deadline, kept; its ctx
+// is then done, and it is sent with a deadline of its own: now + keep.wait.
+func (r *request) late() bool { return !r.keep.until.IsZero() && r.ctx.Err() != nil }
+
 // A pipe sends one master's requests. A request that finds the pipe idle
 // goes out at once, alone; those that arrive while a batch is on its way
 // queue, and go out together, in the order they came, when it returns.
@@ -84,7 +129,8 @@ func (r *request) finish(err error) {
 // the queue goes out beside it, on another connection; at most
 // maxStalledBatches at once, so that a hung master costs a bounded number
 // of connections; past that, what queues can only wait, and is dropped
-// unsent at its deadline (sweepGrain later at most). Requests beside a
+// unsent at its deadline (sweepGrain later at most); a release waits on
+// until its keep (Client.keep), and goes out late. Requests beside a
 // stalled batch may overtake those in it.
 // Nothing relies on the order between them: a request that must follow
 // another (a release after its SET, an Extend or a hand-off after the
@@ -125,8 +171,8 @@ var batches = sync.Pool{New: func() any { return new(batch) }}
 // do runs a script command (evalsha's arguments) on the master through the
 // pipe and returns its reply.
 // When the pipe is idle, the calling goroutine sends the batch itself.
-func (p *pipe) do(ctx context.Context, send sendCheck, args []any) *redis.Cmd {
-	r, start := p.enqueue(ctx, send, args, nil)
+func (p *pipe) do(ctx context.Context, send sendCheck, keep lateSend, args []any) *redis.Cmd {
+	r, start := p.enqueue(ctx, send, keep, args, nil)
 	if start {
 		p.serve()
 	}
@@ -141,17 +187,17 @@ func (p *pipe) do(ctx context.Context, send sendCheck, args []any) *redis.Cmd {
 // returns at once; to takes its reply (see replyTo). When the pipe is idle,
 // a worker sends it. The caller must be registered in the Client's bg until
 // to has the reply.
-func (p *pipe) start(ctx context.Context, send sendCheck, args []any, to replyTo) {
-	if _, start := p.enqueue(ctx, send, args, to); start {
+func (p *pipe) start(ctx context.Context, send sendCheck, keep lateSend, args []any, to replyTo) {
+	if _, start := p.enqueue(ctx, send, keep, args, to); start {
 		p.spawn(p)
 	}
 }
 
 // enqueue queues a request, and reports whether the caller must start a
 // sender for it (mayStart).
-func (p *pipe) enqueue(ctx context.Context, send sendCheck, args []any, to replyTo) (r *request, start bool) {
+func (p *pipe) enqueue(ctx context.Context, send sendCheck, keep lateSend, args []any, to replyTo) (r *request, start bool) {
 	r = requests.Get().(*request)
-	r.ctx, r.args, r.send, r.to = ctx, args, send, to
+	r.ctx, r.args, r.send, r.keep, r.to = ctx, args, send, keep, to
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.queue = append(p.queue, r)
@@ -185,7 +231,7 @@ func (p *pipe) serve() {
 // wait sets the pipe's timer so that r, queued behind a batch, goes out
 // within half of the time it has left. Called with mu held.
 func (p *pipe) wait(r *request, now time.Time) {
-	d, ok := r.ctx.Deadline()
+	d, ok := r.sendBy(now)
 	if !ok {
 		return
 	}
@@ -300,8 +346,9 @@ func (p *pipe) done(b *batch) bool {
 func (p *pipe) send(reqs []*request) {
 	live := reqs[:0]
 	var latest time.Time
+	now := time.Now()
 	for _, r := range reqs {
-		if err := r.ctx.Err(); err != nil {
+		if err := r.unsent(now); err != nil {
 			r.finish(err)
 			continue
 		}
@@ -310,7 +357,11 @@ func (p *pipe) send(reqs []*request) {
 			continue
 		}
 		live = append(live, r)
-		if d, ok := r.ctx.Deadline(); ok && d.After(latest) {
+		d, ok := r.ctx.Deadline()
+		if r.late() {
+			d, ok = now.Add(r.keep.wait), true
+		}
+		if ok && d.After(latest) {
 			latest = d
 		}
 	}
@@ -324,6 +375,11 @@ func (p *pipe) send(reqs []*request) {
 	ctx := context.Background()
 	if len(live) == 1 {
 		ctx = live[0].ctx
+		if live[0].late() {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithDeadline(context.WithoutCancel(ctx), now.Add(live[0].keep.wait))
+			defer cancel()
+		}
 	} else if !latest.IsZero() {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadline(ctx, latest)
@@ -396,12 +452,12 @@ func (p *pipe) stall() {
 	var earliest time.Time // of the deadlines still queued
 	kept := p.queue[:0]
 	for _, r := range p.queue {
-		if r.ctx.Err() != nil {
+		if r.unsent(now) != nil {
 			expired = append(expired, r)
 			continue
 		}
 		kept = append(kept, r)
-		if d, ok := r.ctx.Deadline(); ok && (earliest.IsZero() || d.Before(earliest)) {
+		if d, ok := r.sendBy(now); ok && (earliest.IsZero() || d.Before(earliest)) {
 			earliest = d
 		}
 	}
@@ -417,7 +473,7 @@ func (p *pipe) stall() {
 	// what it leaves.
 	p.mu.Unlock()
 	for _, r := range expired {
-		r.finish(r.ctx.Err())
+		r.finish(r.unsent(now))
 	}
 	if start {
 		p.spawn(p)

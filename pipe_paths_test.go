@@ -443,27 +443,7 @@ func TestPipeCloseWhileBatchesStalled(t *testing.T) {
 	h := newBatchHold(acquireScript, maxStalledBatches+1)
 	r.clients[0].AddHook(h)
 	t.Cleanup(h.open)
-	for i := range 12 {
-		for _, m := range []int{3, 4} {
-			r.take(m, fmt.Sprintf("s%d", i), "other", time.Minute)
-		}
-	}
-	var wg sync.WaitGroup
-	for i := range 12 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			time.Sleep(time.Duration(i) * d / 8) // requests keep queueing: stalls follow
-			_, _ = c.TryLock(bg, fmt.Sprintf("s%d", i), time.Minute)
-		}()
-	}
-	for range maxStalledBatches {
-		select {
-		case <-h.holding:
-		case <-time.After(scaled(3 * time.Second)):
-			t.Fatal("fewer than maxStalledBatches batches went out")
-		}
-	}
+	wg := stallZero(t, r, c, h, d)
 	select {
 	case <-h.holding:
 		t.Fatal("more than maxStalledBatches batches to one master at once")
@@ -491,6 +471,40 @@ func TestPipeCloseWhileBatchesStalled(t *testing.T) {
 			t.Errorf("s%d: keys left: %q", i, r.values(fmt.Sprintf("s%d", i)))
 		}
 	}
+}
+
+// stallZero starts 12 TryLocks, d/8 apart, of keys taken on masters 3
+// and 4, so that each needs master 0, whose acquire batches h holds: master
+// 0's pipe stalls maxStalledBatches batches, and stallZero returns once h
+// holds them. The TryLocks are done when the WaitGroup is.
+func stallZero(t *testing.T, r *realNodes, c *Client, h *batchHold, d time.Duration) *sync.WaitGroup {
+	t.Helper()
+	for i := range 12 {
+		for _, m := range []int{3, 4} {
+			r.take(m, fmt.Sprintf("s%d", i), "other", time.Minute)
+		}
+	}
+	return stalls(t, h, d, func(i int) { _, _ = c.TryLock(bg, fmt.Sprintf("s%d", i), time.Minute) })
+}
+
+// stalls runs op(0) to op(11), d/8 apart, each needing master 0, whose
+// batches h holds, so that its pipe stalls maxStalledBatches batches, and
+// returns once h holds them. The ops are done when the WaitGroup is.
+func stalls(t *testing.T, h *batchHold, d time.Duration, op func(i int)) *sync.WaitGroup {
+	t.Helper()
+	var wg sync.WaitGroup
+	for i := range 12 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			time.Sleep(time.Duration(i) * d / 8) // requests keep queueing: stalls follow
+			op(i)
+		}()
+	}
+	for range maxStalledBatches {
+		within(t, scaled(5*time.Second), "a stalled batch to master 0", func() bool { <-h.holding; return true })
+	}
+	return &wg
 }
 
 func leakStacks() string {
@@ -693,4 +707,122 @@ func TestPipeBatchLimitOneAndDefaultAgree(t *testing.T) {
 			checkAllMasks(t, r.client(WithBatchLimit(limit)), r)
 		})
 	}
+}
+
+// A release queued behind maxStalledBatches stalled batches is still sent
+// once one of them returns, though its node deadline passed meanwhile: a
+// late delete (of our own token only) is harmless, and dropping it leaves
+// the key on that master for its whole TTL. Unlock's round is over at its
+// deadline all the same. (Found by the fault generator: an Unlock's key
+// stayed on a master that answered every command it was sent.)
+func TestAReleaseQueuedBehindStalledBatchesIsStillSent(t *testing.T) {
+	r := startReal(t, 5)
+	d := scaled(200 * time.Millisecond)
+	unlockOnZero := make(chan NodeOutcome, 4)
+	c, err := New(r.clients, WithBatchLimit(3), WithNodeTimeout(d), WithObserver(Observer{NodeReply: func(e NodeReplyEvent) {
+		if e.Op == "unlock" && e.Key == "k" && e.Node == 0 {
+			unlockOnZero <- e.Outcome
+		}
+	}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	l := mustLock(t, c, "k", time.Minute)
+	h := newBatchHold(acquireScript, maxStalledBatches)
+	r.clients[0].AddHook(h)
+	t.Cleanup(h.open)
+	wg := stallZero(t, r, c, h, d)
+	// Every sender of master 0 waits on a stalled batch: the release
+	// queues, and its deadline passes there.
+	if err := l.Unlock(bg); err != nil {
+		t.Fatalf("Unlock with masters 1-4 well: %v", err)
+	}
+	time.Sleep(2 * d) // past the delete's node deadline: a deadline passing has no signal
+	if n := r.count("k", l.Token()); n != 1 {
+		t.Fatalf("the key holds our token on %d masters before the hang ends, want master 0 only", n)
+	}
+	select {
+	case out := <-unlockOnZero:
+		if out == NodeYes {
+			t.Fatalf("master 0 deleted the key through %d stalled batches", maxStalledBatches)
+		}
+		// Dropped at its deadline: the key stays (checked below).
+	default:
+	}
+	h.open()
+	wg.Wait()
+	settle(c)
+	if v := r.admin[0].Get(bg, "k").Val(); v == l.Token() {
+		ttl := r.admin[0].PTTL(bg, "k").Val()
+		t.Fatalf("master 0 still holds the released key, for another %v: its delete, queued behind the stalled batches past its deadline, was dropped", ttl)
+	}
+	select {
+	case out := <-unlockOnZero:
+		if out != NodeYes {
+			t.Fatalf("master 0's late delete reported %v, want a late yes", out)
+		}
+	default:
+		t.Fatal("master 0's late delete reported nothing")
+	}
+}
+
+// A release sent after its node deadline (queued behind stalled batches)
+// has a node deadline of its own once it goes: with a driver that honours
+// deadlines (ContextTimeoutEnabled), to a master that hangs, it times out
+// then, not after the driver's ReadTimeout, and Close does not wait that
+// long. (Found by an adversary review of the late releases: sent without
+// a deadline, Close waited the whole 20 s ReadTimeout.)
+func TestALateReleaseHasANodeDeadlineOfItsOwn(t *testing.T) {
+	r := startReal(t, 5)
+	const readTimeout = 20 * time.Second
+	nodes := make([]redis.UniversalClient, len(r.servers))
+	for i, s := range r.servers {
+		nodes[i] = s.Client(&redis.Options{ContextTimeoutEnabled: true, ReadTimeout: readTimeout, MaxRetries: -1})
+	}
+	unlockOnZero := make(chan NodeReplyEvent, 4)
+	c, err := New(nodes, WithBatchLimit(3), WithObserver(Observer{NodeReply: func(e NodeReplyEvent) {
+		if e.Op == "unlock" && e.Key == "k" && e.Node == 0 {
+			unlockOnZero <- e
+		}
+	}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := false
+	t.Cleanup(func() {
+		r.servers[0].Resume()
+		if !closed {
+			_ = c.Close()
+		}
+	})
+	ttl := scaled(5 * time.Second)
+	d := c.nodeTimeout(ttl)
+	l := mustLock(t, c, "k", ttl)
+	// Extensions stall master 0's pipe: unlike failed attempts, they leave
+	// no clean-up release to go out beside the late delete.
+	e := mustLock(t, c, "e", time.Minute)
+	h := newBatchHold(extendScript, maxStalledBatches)
+	nodes[0].AddHook(h)
+	t.Cleanup(h.open)
+	wg := stalls(t, h, d, func(int) { _ = e.Extend(bg, time.Minute) })
+	if err := l.Unlock(bg); err != nil {
+		t.Fatalf("Unlock with masters 1-4 well: %v", err)
+	}
+	wg.Wait()         // every extension over: what they queued is past its deadline, and is dropped
+	time.Sleep(2 * d) // past the delete's node deadline, in the queue: a deadline passing has no signal
+	r.servers[0].Pause()
+	sent := time.Now()
+	h.open() // the held batches fail at once (their deadlines passed); the late delete goes alone to a hung master
+	out := within(t, scaled(5*time.Second), "the late delete's outcome on master 0", func() NodeReplyEvent { return <-unlockOnZero })
+	if out.Outcome != NodeTimeout {
+		t.Fatalf("the late delete to a hung master: %v (%v), want a timeout", out.Outcome, out.Err)
+	}
+	if took := time.Since(sent); took > readTimeout/2 {
+		t.Fatalf("the late delete timed out %v after it went, its driver's ReadTimeout (%v), not its node deadline (%v)", took, readTimeout, d)
+	}
+	done := make(chan struct{})
+	go func() { _ = c.Close(); close(done) }()
+	within(t, scaled(5*time.Second), "Close with master 0 hung", func() bool { <-done; return true })
+	closed = true
 }

@@ -24,6 +24,10 @@ type testHooks struct {
 	// extending runs in Extend once it found the lock valid, before its
 	// round, on the caller's goroutine.
 	extending func()
+	// sleepingMulti runs as a LockMulti waiter goes to sleep (sleepMulti),
+	// every time, with the channels of the key events it waits for; it
+	// must copy them.
+	sleepingMulti func(events []<-chan struct{})
 
 	handOffs       atomic.Int64 // locks Unlock passed straight to a local waiter
 	remoteHandOffs atomic.Int64 // locks Unlock passed straight to another Client's waiter

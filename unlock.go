@@ -139,7 +139,7 @@ func (l *Lock) markReleased() (unlocking, error) {
 func (l *Lock) release(ctx context.Context, ttl time.Duration, lost *handOffCalls) *round {
 	c := l.c
 	own := c.wk.listening(l.key)
-	rr := &releaseRound{l: l, lost: lost, args: l.args(0, c.announce(releasedNotice, l.key, l.token, 0), false)}
+	rr := &releaseRound{l: l, lost: lost, keep: c.keep(ttl), args: l.args(0, c.announce(releasedNotice, l.key, l.token, 0), false)}
 	if l.quiet && own == 0 {
 		rr.args.quiet = "1" // only a waiter that marked the key listens
 	}
@@ -166,12 +166,13 @@ func (l *Lock) release(ctx context.Context, ttl time.Duration, lost *handOffCall
 type releaseRound struct {
 	l     *Lock
 	lost  *handOffCalls
+	keep  lateSend // the deletes go out past their node deadline (Client.keep)
 	args  *roundArgs
 	heard atomic.Int64 // the most subscribers a release notice reached
 }
 
 func (rr *releaseRound) call(ctx context.Context, n *node) (ballot, error) {
-	deleted, receivers, err := rr.l.releaseOn(ctx, n, rr.lost, rr.args)
+	deleted, receivers, err := rr.l.releaseOn(ctx, n, rr.lost, rr.keep, rr.args)
 	maxInto(&rr.heard, receivers)
 	return ballot{yes: deleted}, err
 }
@@ -189,7 +190,7 @@ func (rr *releaseRound) start(ctx context.Context, t *nodeTask) bool {
 		t.vote(ballot{}, refusalAsVote(err))
 		return true
 	}
-	t.n.pipe.start(ctx, nil, t.n.releaseCmd(rr.args), t)
+	t.n.pipe.start(ctx, nil, rr.keep, t.n.releaseCmd(rr.args), t)
 	return true
 }
 
@@ -201,7 +202,7 @@ func (rr *releaseRound) reply(t *nodeTask, cmd reply) (ballot, error) {
 
 // releaseOn is release's call to node n: whether the node no longer holds
 // our token because of this Unlock, and how many subscribers heard it.
-func (l *Lock) releaseOn(ctx context.Context, n *node, lost *handOffCalls, args *roundArgs) (deleted bool, receivers int64, err error) {
+func (l *Lock) releaseOn(ctx context.Context, n *node, lost *handOffCalls, keep lateSend, args *roundArgs) (deleted bool, receivers int64, err error) {
 	h := l.holds[n.index]
 	err = h.await(ctx)
 	if lost != nil && err == nil {
@@ -215,7 +216,7 @@ func (l *Lock) releaseOn(ctx context.Context, n *node, lost *handOffCalls, args 
 		// release the node itself when it returns.
 		return false, 0, refusalAsVote(err)
 	}
-	return n.release(ctx, args)
+	return n.release(ctx, keep, args)
 }
 
 // endBy moves the end of l's validity back to t if it is later: the lock

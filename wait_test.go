@@ -610,7 +610,7 @@ func TestAWaiterWhoseSubscriptionWasActiveBeforeItLookedTriesAgain(t *testing.T)
 	<-watched
 	awaitSubscribed(t, waiterC, "k", len(r.servers))
 	close(active)
-	awaitLockWithin(t, res, scaled(15*time.Second), "the waiter slept its backoff: the wake of its subscription becoming active was lost")
+	awaitLockWithin(t, res, scaled(5*time.Second), "the waiter slept its backoff: the wake of its subscription becoming active was lost")
 }
 
 // A waiter whose subscription connections went half-open (each master

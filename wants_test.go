@@ -21,10 +21,16 @@ import (
 )
 
 // watching makes c watch key, as a Client does once it waited for it, so
-// that it hears other Clients' wants; the watch ends with the test.
+// that it hears other Clients' wants, and waits until every master
+// confirmed the subscription: a want is published once, on one master, and
+// a test that makes it heard once (a long want refresh) would miss it on a
+// master whose confirmation was still on its way (CI saw that, under -race).
+// The watch ends with the test.
 func watching(t *testing.T, c *Client, key string) {
+	t.Helper()
 	h := c.wk.watch(key)
 	t.Cleanup(h.close)
+	awaitSubscribed(t, c, key, len(c.nodes))
 }
 
 // wantKnown waits until holder's Client has heard n wants of key.
@@ -671,6 +677,11 @@ func TestAWaiterThatGivesUpDuringAHandOffToItFreesTheKey(t *testing.T) {
 			ctx, cancel := context.WithCancel(bg)
 			res := lockErrAsync(ctx, w)
 			wantKnown(t, h, "k", 1)
+			// A want goes out once a majority confirmed the waiter's
+			// subscription; a master whose confirmation is still on its
+			// way would take the hand-off unheard, and keep the token for
+			// its TTL (a -race run saw that; staged with a late dial).
+			awaitSubscribed(t, w, "k", len(r.servers))
 			token := wantsOf(h, "k")[0]
 			unlocked := make(chan error, 1)
 			go func() { unlocked <- holder.Unlock(bg) }()
@@ -1087,6 +1098,150 @@ func killSubscriptions(t *testing.T, r *realNodes, name string, masters ...int) 
 		}
 		if killed == 0 {
 			t.Fatalf("master %d: no subscription of %q to kill", i, name)
+		}
+	}
+}
+
+// heldAttempts is a Client whose calls of script to the given masters land
+// there, and whose replies are held until open (which the test's clean-up
+// calls too): an attempt that took those masters and hears of it late, if
+// at all. reached gets one value per reply held.
+func heldAttempts(t *testing.T, r *realNodes, script *luaScript, nodes []int, opts ...Option) (c *Client, reached <-chan struct{}, open func()) {
+	t.Helper()
+	held, gate := make(chan struct{}, 8), make(chan struct{})
+	var once sync.Once
+	open = func() { once.Do(func() { close(gate) }) }
+	c = hookedClient(t, r, &scriptHook{script: script, after: func(context.Context) error {
+		held <- struct{}{}
+		<-gate
+		return nil
+	}}, nodes, opts...)
+	t.Cleanup(open) // before the Client's Close, registered earlier
+	return c, held, open
+}
+
+// TestALateMajorityAttemptAnnouncesItsRollback: another Client's attempt
+// set its token on every master, and lost anyway: three of its replies came
+// after its node deadline. A waiter that tried meanwhile was refused by a
+// majority for that one token, so it took the key for held, and waits at
+// its longest backoff (a minute here) for a hand-off or a release. The
+// attempt's clean-up, once its yeses reach a majority, announces the
+// release where the key was marked (somebody was refused by it), so the
+// waiter tries at once. (It was silent, and the waiter waited its longest
+// backoff with the key free.)
+func TestALateMajorityAttemptAnnouncesItsRollback(t *testing.T) {
+	r := startReal(t, 5)
+	a, reached, open := heldAttempts(t, r, acquireScript, []int{0, 1, 2}, WithNodeTimeout(scaled(50*time.Millisecond)))
+	w := r.client(WithRetryDelay(10*time.Millisecond, time.Minute))
+	h := subscribedWaiter(t, r, w)
+	if _, err := a.TryLock(bg, "k", time.Minute); !errors.Is(err, ErrNotObtained) {
+		t.Fatalf("the late attempt's TryLock = %v, want ErrNotObtained", err)
+	}
+	for range 3 {
+		<-reached // its token is on masters 0, 1 and 2, its replies held
+	}
+	res := tryLockAsync(w, "k", time.Minute)
+	wantKnown(t, h, "k", 1) // refused by a majority for the late attempt's token: its want is out
+	open()
+	awaitFreedLock(t, res, "the late attempt's clean-up freed the key, and the waiter, refused for its token, waits its longest backoff")
+}
+
+// TestAMinorityAttemptsRollbackIsSilent: the other side of the above. An
+// attempt that only two masters said yes to lost a split vote, as every
+// loser of one does; a waiter's refusals marked the key there. Its
+// clean-up stays silent: announced, every loser's would wake every waiter
+// into another split vote.
+func TestAMinorityAttemptsRollbackIsSilent(t *testing.T) {
+	r := startReal(t, 5)
+	for i := range 3 {
+		r.take(i, "k", "other", time.Minute)
+	}
+	a, reached, open := heldAttempts(t, r, acquireScript, []int{3, 4})
+	w := r.client(WithRetryDelay(time.Minute, time.Minute))
+	h := subscribedWaiter(t, r, w)
+	if _, err := a.TryLock(bg, "k", time.Minute); !errors.Is(err, ErrNotObtained) {
+		t.Fatalf("the split attempt's TryLock = %v, want ErrNotObtained", err)
+	}
+	for range 2 {
+		<-reached // its token is on masters 3 and 4, its yeses held
+	}
+	ctx, cancel := context.WithCancel(bg)
+	defer cancel()
+	res := lockErrAsync(ctx, w)
+	wantKnown(t, h, "k", 1) // the waiter tried, and was refused
+	var before [5]int
+	for _, i := range []int{3, 4} {
+		if v, err := r.admin[i].Get(bg, "k").Result(); err != nil || !strings.HasSuffix(v, "~") {
+			t.Fatalf("master %d: k = %q, %v; want the attempt's token marked by the waiter's refusal", i, v, err)
+		}
+		before[i] = heardReleases(w, "k", i)
+	}
+	open()
+	quietCleanUp(t, r, w, "k", []int{3, 4}, before, "the clean-up of an attempt a minority said yes to announced itself")
+	cancel()
+	if err := <-res; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the waiter's Lock = %v, want context.Canceled", err)
+	}
+}
+
+// TestALateMajorityMultiKeyAttemptAnnouncesItsRollback: as above, for
+// another Client's TryLockMulti of k and k2. A waiter of k alone was
+// refused for its token, which is k's value, and waits its longest
+// backoff; the multi-key clean-up announces the release on k's channel,
+// where the refusals marked k, and only there: nobody was refused for k2,
+// and its watchers hear nothing. (It was silent.)
+func TestALateMajorityMultiKeyAttemptAnnouncesItsRollback(t *testing.T) {
+	r := startReal(t, 5)
+	a, reached, open := heldAttempts(t, r, acquireMultiScript, []int{0, 1, 2}, WithNodeTimeout(scaled(50*time.Millisecond)))
+	w := r.client(WithRetryDelay(10*time.Millisecond, time.Minute))
+	h := subscribedWaiter(t, r, w)
+	watching(t, w, "k2")
+	r.subscribed("k2")
+	if _, err := a.TryLockMulti(bg, []string{"k", "k2"}, time.Minute); !errors.Is(err, ErrNotObtained) {
+		t.Fatalf("the late attempt's TryLockMulti = %v, want ErrNotObtained", err)
+	}
+	for range 3 {
+		<-reached // its token is on masters 0, 1 and 2, its replies held
+	}
+	res := tryLockAsync(w, "k", time.Minute)
+	wantKnown(t, h, "k", 1)
+	var before [5]int
+	for i := range 3 {
+		before[i] = heardReleases(w, "k2", i)
+	}
+	open()
+	awaitFreedLock(t, res, "the late multi-key attempt's clean-up freed k, and its waiter, refused for its token, waits its longest backoff")
+	quietCleanUp(t, r, w, "k2", []int{0, 1, 2}, before, "the clean-up announced k2, which nobody was refused for")
+}
+
+// quietCleanUp fails the test unless w hears no release notice of key from
+// the masters once a clean-up deleted key there, where before holds, by
+// master, what w had heard (heardReleases) before it. It waits for the key
+// to go, then publishes a fence there, a want of another Client's that w
+// records, and waits for w to have it: a master's notices reach a
+// subscriber in order, so a notice of the clean-up's came first.
+func quietCleanUp(t *testing.T, r *realNodes, w *Client, key string, masters []int, before [5]int, announced string) {
+	t.Helper()
+	for _, i := range masters {
+		within(t, scaled(5*time.Second), "the clean-up of "+key, func() bool {
+			for r.admin[i].Exists(bg, key).Val() != 0 {
+				time.Sleep(time.Millisecond) // the clean-up has no signal
+			}
+			return true
+		})
+		token := fmt.Sprintf("fence-%d", i)
+		fence := newNotice(wantedNotice, key, token, token, 1)
+		if err := r.admin[i].Publish(bg, fence.channel, fence.message).Err(); err != nil {
+			t.Fatal(err)
+		}
+		within(t, scaled(5*time.Second), "the fence notice", func() bool {
+			for !slices.Contains(wantsOf(w, key), token) {
+				time.Sleep(time.Millisecond) // the waker has no signal for tests
+			}
+			return true
+		})
+		if got := heardReleases(w, key, i) - before[i]; got != 0 {
+			t.Errorf("master %d: %d release notices of %s before the fence, want none: %s", i, got, key, announced)
 		}
 	}
 }

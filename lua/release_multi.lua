@@ -1,15 +1,21 @@
 -- release_multi: delete each key of KEYS that still holds token ARGV[1].
--- When one did and ARGV[2] is a message (Unlock of a held lock), publish
--- it on each key's notice channel, ARGV[2 + i] for KEYS[i], so that the
--- waiters of any of the keys try again at once. Returns what
--- release.lua returns: 0 when no key held our token; otherwise 1 plus the
--- subscribers that heard the notices, or -1 when the server refused a
--- notice (an ACL user without channel rights).
-local deleted = 0
+-- When one did and ARGV[2] is a message (Unlock of a held lock, or a
+-- failed attempt's clean-up that must be heard), publish it on each key's
+-- notice channel, ARGV[2 + i] for KEYS[i], so that the waiters of any of
+-- the keys try again at once. When ARGV[3 + #KEYS] is '1' (quiet: a failed
+-- attempt's clean-up, Lock.releaseNode), only on the channels of the keys
+-- deleted here that were marked (token.lua): another client's attempt
+-- found them taken, so its waiter listens. Returns what release.lua
+-- returns: 0 when no key held our token; otherwise 1 plus the subscribers
+-- that heard the notices, or -1 when the server refused a notice (an ACL
+-- user without channel rights).
+local deleted, marked = 0, {}
 for i = 1, #KEYS do
-  if ours(redis.pcall('GET', KEYS[i]), ARGV[1]) then
+  local cur = redis.pcall('GET', KEYS[i])
+  if ours(cur, ARGV[1]) then
     redis.call('DEL', KEYS[i])
     deleted = deleted + 1
+    marked[i] = cur ~= ARGV[1]
   end
 end
 if deleted == 0 then
@@ -18,12 +24,15 @@ end
 if ARGV[2] == '' then
   return 1
 end
+local quiet = ARGV[3 + #KEYS] == '1'
 local heard = 0
 for i = 1, #KEYS do
-  local r = publish(ARGV[2 + i], ARGV[2])
-  if type(r) == 'table' and r.err then
-    return -1
+  if not quiet or marked[i] then
+    local r = publish(ARGV[2 + i], ARGV[2])
+    if type(r) == 'table' and r.err then
+      return -1
+    end
+    heard = heard + r
   end
-  heard = heard + r
 end
 return 1 + heard

@@ -12,7 +12,9 @@
 // generator (TestChaos/20), which knows nothing of the bug: the report says
 // whether it caught it too. Only the named tests decide the exit status.
 //
-// Each mutant is a literal replacement that must match exactly once.
+// Each mutant is a literal replacement that must match exactly once. Its
+// copy keeps only the tests that run (most of a build is the tests), and
+// the next mutant builds while this one's tests run.
 package main
 
 import (
@@ -20,11 +22,17 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"go/ast"
+	"go/format"
+	"go/parser"
+	"go/token"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -422,6 +430,20 @@ var mutants = []mutant{
 		from:    "	case rest > 0:",
 		to:      "	case rest < 0:",
 		killers: "TestPipeRequestsBeyondABatchBehindAStallStillGoOut",
+	},
+	{
+		name:    "release-dropped-at-its-node-deadline",
+		file:    "pipe.go",
+		from:    "	if err == nil || (now.Before(r.keep.until) && errors.Is(err, context.DeadlineExceeded)) {",
+		to:      "	if err == nil {",
+		killers: "TestAReleaseQueuedBehindStalledBatchesIsStillSent",
+	},
+	{
+		name:    "late-release-without-a-deadline-of-its-own",
+		file:    "pipe.go",
+		from:    "			ctx, cancel = context.WithDeadline(context.WithoutCancel(ctx), now.Add(live[0].keep.wait))",
+		to:      "			ctx, cancel = context.WithCancel(context.WithoutCancel(ctx))",
+		killers: "TestALateReleaseHasANodeDeadlineOfItsOwn",
 	},
 	{
 		name:    "hand-off-without-send-check",
@@ -885,6 +907,34 @@ var mutants = []mutant{
 		to:      "if false && w.gaps() != gaps[j] && w.subscribed() {",
 		killers: "TestAMultiWaiterTriesAgainWhenItsSubscriptionBecomesActive",
 	},
+	{
+		name:    "a-late-majority-attempts-rollback-silent",
+		file:    "acquire.go",
+		from:    "if int(l.yeses.Load()) >= c.quorum {",
+		to:      "if false && int(l.yeses.Load()) >= c.quorum {",
+		killers: "TestALateMajorityAttemptAnnouncesItsRollback",
+	},
+	{
+		name:    "multi-key-rollback-announces-every-key",
+		file:    "lua/release_multi.lua",
+		from:    "  if not quiet or marked[i] then\n",
+		to:      "  if true then\n",
+		killers: "TestALateMajorityMultiKeyAttemptAnnouncesItsRollback",
+	},
+	{
+		name:    "multi-key-rollback-silent",
+		file:    "node.go",
+		from:    "		argv = append(argv, a.quiet)\n",
+		to:      "		argv = append(argv, a.quiet)\n		if a.quiet == \"1\" {\n			argv[1] = \"\"\n		}\n",
+		killers: "TestALateMajorityMultiKeyAttemptAnnouncesItsRollback",
+	},
+	{
+		name:    "every-failed-attempts-rollback-announced",
+		file:    "acquire.go",
+		from:    "int(l.yeses.Load()) >= c.quorum",
+		to:      "int(l.yeses.Load()) >= 0",
+		killers: "TestAMinorityAttemptsRollbackIsSilent",
+	},
 }
 
 func main() {
@@ -898,43 +948,73 @@ func main() {
 	if err != nil {
 		fail(err)
 	}
+	var chosen []mutant
+	for _, m := range mutants {
+		if strings.Contains(m.name, *run) {
+			chosen = append(chosen, m)
+		}
+	}
+	// The next mutant builds while this one's tests run: builds take
+	// most of the CPU and tests mostly wait on the masters.
+	built := make(chan *build)
+	go func() {
+		defer close(built)
+		for _, m := range chosen {
+			built <- prepare(root, m, *timeout, *generator > 0)
+		}
+	}()
 	survived, broken, ran := 0, 0, 0
 	var failed []string // named again at the end, where a CI log's tail shows them
 	var flaky []string  // killed only on a second run: their killers need work
-	for _, m := range mutants {
-		if !strings.Contains(m.name, *run) {
-			continue
+	var buildTime, waited time.Duration
+	for {
+		wait := time.Now()
+		b, ok := <-built
+		if !ok {
+			break
 		}
+		waited += time.Since(wait)
+		buildTime += b.took
+		m := b.m
 		ran++
 		start := time.Now()
 		pattern := "^(" + m.killers + ")$"
 		if strings.Contains(m.killers, "/") {
-			pattern = m.killers // a subtest: go test splits the pattern at each slash
+			pattern = m.killers // a subtest: the testing package splits the pattern at each slash
 		}
-		verdict, detail := try(root, m, pattern, nil, *timeout)
+		verdict, detail := b.verdict, b.detail
+		if verdict == "" {
+			verdict, detail = b.try(pattern, nil, *timeout)
+		}
 		if verdict == "SURVIVED" {
 			// Once more: a killer that depends on the order of the
 			// masters' replies may pass by chance. A mutant killed
 			// only then is named as such, so the weak test shows.
-			if again, _ := try(root, m, pattern, nil, *timeout); again == "killed" {
+			if again, _ := b.try(pattern, nil, *timeout); again == "killed" {
 				verdict = "killed*"
 				flaky = append(flaky, m.name)
 			}
 		}
+		// The time of its tests: its build overlapped the previous
+		// mutant's tests.
 		fmt.Printf("%-36s %-8s %6.1fs  %s\n", m.name, verdict, time.Since(start).Seconds(), m.killers)
-		if *generator > 0 {
+		if b.note != "" {
+			fmt.Println(indent(b.note))
+		}
+		if *generator > 0 && b.verdict == "" {
 			start := time.Now()
 			env := []string{"REDLOCK_CHAOS_SEED=" + *seed}
 			if *seed == "" {
 				env = nil
 			}
-			g, out := try(root, m, "^TestChaos$/^20_", append(env, fmt.Sprintf("-chaos.ops=%d", *generator)), *timeout)
+			g, out := b.try("^TestChaos$/^20_", append(env, fmt.Sprintf("-chaos.ops=%d", *generator)), *timeout)
 			if g == "killed" && !violation.MatchString(out) {
 				g = "FAILED" // for another reason than a property: see its output
 				fmt.Println(indent(out))
 			}
 			fmt.Printf("%-36s %-8s %6.1fs  the fault generator, %d calls\n", "", g, time.Since(start).Seconds(), *generator)
 		}
+		b.remove()
 		switch verdict {
 		case "killed", "killed*":
 		case "SURVIVED":
@@ -948,6 +1028,7 @@ func main() {
 		}
 	}
 	fmt.Printf("%d mutants: %d killed, %d survived, %d did not apply or build\n", ran, ran-survived-broken, survived, broken)
+	fmt.Printf("builds took %.0fs in all, %.0fs of which the tests waited for\n", buildTime.Seconds(), waited.Seconds())
 	for _, f := range failed {
 		fmt.Println("  " + f)
 	}
@@ -959,49 +1040,251 @@ func main() {
 	}
 }
 
-// try applies m to a fresh copy of the module and runs the tests that
-// match run (go test -run); extra holds NAME=value environment entries and -flags for
-// the test binary.
-func try(root string, m mutant, run string, extra []string, timeout time.Duration) (verdict, detail string) {
+// A build is one mutant applied to a fresh copy of the module, and its
+// test binary; verdict is set when it could not be made.
+type build struct {
+	m               mutant
+	dir, bin        string
+	verdict, detail string
+	note            string // on how it was built
+	took            time.Duration
+}
+
+// prepare applies m to a fresh copy of the module and builds the copy's
+// test binary, with the fault generator's test when generator is set.
+func prepare(root string, m mutant, timeout time.Duration, generator bool) *build {
+	b := &build{m: m}
+	start := time.Now()
+	defer func() { b.took = time.Since(start) }()
 	dir, err := os.MkdirTemp("", "redlock-mutant-")
 	if err != nil {
-		return "ERROR", err.Error()
+		b.verdict, b.detail = "ERROR", err.Error()
+		return b
 	}
-	defer os.RemoveAll(dir)
+	b.dir, b.bin = dir, filepath.Join(dir, "mutant.test")
 	if err := copyModule(root, dir); err != nil {
-		return "ERROR", err.Error()
+		b.verdict, b.detail = "ERROR", err.Error()
+		return b
 	}
 	path := filepath.Join(dir, m.file)
 	src, err := os.ReadFile(path)
 	if err != nil {
-		return "ERROR", err.Error()
+		b.verdict, b.detail = "ERROR", err.Error()
+		return b
 	}
 	if n := bytes.Count(src, []byte(m.from)); n != 1 {
-		return "STALE", fmt.Sprintf("%s: the code to mutate occurs %d times, want 1: update the table", m.file, n)
+		b.verdict, b.detail = "STALE", fmt.Sprintf("%s: the code to mutate occurs %d times, want 1: update the table", m.file, n)
+		return b
 	}
 	if err := os.WriteFile(path, bytes.Replace(src, []byte(m.from), []byte(m.to), 1), 0o644); err != nil {
-		return "ERROR", err.Error()
+		b.verdict, b.detail = "ERROR", err.Error()
+		return b
 	}
-
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	// -trimpath: the copy lives in a new directory each time, and without
 	// it every package of the module would miss the build cache; -vet=off:
 	// make check vets the code once.
-	args := []string{"test", "-count=1", "-trimpath", "-vet=off", "-run", run, "."}
-	var env, flags []string
+	compile := func() ([]byte, error) {
+		cmd := exec.CommandContext(ctx, "go", "test", "-c", "-o", b.bin, "-trimpath", "-vet=off", ".")
+		cmd.Dir = dir
+		return cmd.CombinedOutput()
+	}
+	// Builds set the pace of the table, and most of a build is the tests
+	// that will not run: the copy keeps only its killers.
+	keep := killerNames(m.killers)
+	if keep != nil && generator {
+		keep = append(keep, "TestChaos")
+	}
+	saved, err := pruneTests(dir, keep)
+	if err != nil {
+		b.verdict, b.detail = "ERROR", err.Error()
+		return b
+	}
+	out, err := compile()
+	if err != nil && len(saved) > 0 {
+		prunedOut := out
+		// Something named a test taken out: build the whole package.
+		for path, src := range saved {
+			if err := os.WriteFile(path, src, 0o644); err != nil {
+				b.verdict, b.detail = "ERROR", err.Error()
+				return b
+			}
+		}
+		out, err = compile()
+		if err == nil {
+			b.note = "its pruned copy did not build, the whole one did: " + firstLine(prunedOut)
+		}
+	}
+	if err != nil {
+		b.verdict, b.detail = "BROKEN", tail(out) // the mutant did not build
+	}
+	return b
+}
+
+// killerNames returns the top-level test functions a killers pattern
+// names, or nil when it is not a plain list of names (then nothing is
+// pruned).
+func killerNames(killers string) []string {
+	var names []string
+	for _, alt := range strings.Split(killers, "|") {
+		name, _, _ := strings.Cut(alt, "/") // a subtest: its top-level test
+		name = strings.TrimSuffix(strings.TrimPrefix(name, "^"), "$")
+		if !testName.MatchString(name) {
+			return nil
+		}
+		names = append(names, name)
+	}
+	return names
+}
+
+var testName = regexp.MustCompile(`^Test[A-Za-z0-9_]*$`)
+
+// pruneTests takes out of the module root's test files (dir's *_test.go)
+// every test, benchmark, fuzz target and example but TestMain and those
+// named in keep, and the imports left unused. It returns the files it
+// changed, as they were. Nothing is pruned when keep is empty.
+func pruneTests(dir string, keep []string) (saved map[string][]byte, err error) {
+	if len(keep) == 0 {
+		return nil, nil
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "*_test.go"))
+	if err != nil {
+		return nil, err
+	}
+	saved = map[string][]byte{}
+	for _, path := range files {
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return nil, err
+		}
+		fset := token.NewFileSet()
+		f, err := parser.ParseFile(fset, path, src, parser.ParseComments)
+		if err != nil {
+			return nil, err
+		}
+		if !pruneFile(f, keep) {
+			continue
+		}
+		var buf bytes.Buffer
+		if err := format.Node(&buf, fset, f); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		saved[path] = src
+		if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+			return nil, err
+		}
+	}
+	return saved, nil
+}
+
+// pruneFile removes f's test functions not in keep, with their doc
+// comments, and the imports no longer used; it reports whether it removed
+// any.
+func pruneFile(f *ast.File, keep []string) bool {
+	var decls []ast.Decl
+	dropped := map[*ast.CommentGroup]bool{}
+	for _, d := range f.Decls {
+		if fn, ok := d.(*ast.FuncDecl); ok && fn.Recv == nil && isTestFunc(fn.Name.Name) && fn.Name.Name != "TestMain" && !slices.Contains(keep, fn.Name.Name) {
+			if fn.Doc != nil {
+				dropped[fn.Doc] = true
+			}
+			for _, c := range f.Comments { // comments inside the body go with it
+				if c.Pos() > fn.Pos() && c.End() <= fn.End() {
+					dropped[c] = true
+				}
+			}
+			continue
+		}
+		decls = append(decls, d)
+	}
+	if len(decls) == len(f.Decls) {
+		return false
+	}
+	f.Decls = decls
+	f.Comments = slices.DeleteFunc(f.Comments, func(c *ast.CommentGroup) bool { return dropped[c] })
+	used := map[string]bool{}
+	ast.Inspect(f, func(n ast.Node) bool {
+		if sel, ok := n.(*ast.SelectorExpr); ok {
+			if id, ok := sel.X.(*ast.Ident); ok {
+				used[id.Name] = true
+			}
+		}
+		return true
+	})
+	unused := func(spec ast.Spec) bool {
+		imp := spec.(*ast.ImportSpec)
+		path, _ := strconv.Unquote(imp.Path.Value)
+		name := importName(path)
+		if imp.Name != nil {
+			name = imp.Name.Name
+		}
+		return name != "_" && name != "." && !used[name]
+	}
+	f.Decls = slices.DeleteFunc(f.Decls, func(d ast.Decl) bool {
+		g, ok := d.(*ast.GenDecl)
+		if !ok || g.Tok != token.IMPORT {
+			return false
+		}
+		g.Specs = slices.DeleteFunc(g.Specs, unused)
+		return len(g.Specs) == 0
+	})
+	return true
+}
+
+// importName guesses the name of the package at path, as the go tool
+// names most: the last element, without a major version or a "go-"
+// prefix. A wrong guess fails the build, and the whole package is built.
+func importName(path string) string {
+	elems := strings.Split(path, "/")
+	name := elems[len(elems)-1]
+	if len(elems) > 1 && majorVersion.MatchString(name) {
+		name = elems[len(elems)-2]
+	}
+	name = strings.TrimPrefix(name, "go-")
+	name, _, _ = strings.Cut(name, ".")
+	return name
+}
+
+var majorVersion = regexp.MustCompile(`^v[0-9]+$`)
+
+// isTestFunc reports whether name is that of a function go test runs.
+func isTestFunc(name string) bool {
+	for _, prefix := range []string{"Test", "Benchmark", "Fuzz", "Example"} {
+		if strings.HasPrefix(name, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// remove deletes the build's copy of the module.
+func (b *build) remove() {
+	if b.dir != "" {
+		_ = os.RemoveAll(b.dir)
+	}
+}
+
+// try runs the build's tests that match run (-test.run); extra holds
+// NAME=value environment entries and -flags for the test binary.
+func (b *build) try(run string, extra []string, timeout time.Duration) (verdict, detail string) {
+	// The test binary's own timeout panics with every goroutine's stack
+	// (a test that hangs on the bug catches it too); the ctx is a backstop.
+	// failfast: once one killer failed, the mutant is killed; the others
+	// need not run.
+	args := []string{"-test.count=1", "-test.failfast", "-test.run", run, "-test.timeout", timeout.String()}
+	var env []string
 	for _, e := range extra {
 		if strings.HasPrefix(e, "-") {
-			flags = append(flags, e)
+			args = append(args, e)
 		} else {
 			env = append(env, e)
 		}
 	}
-	if len(flags) > 0 {
-		args = append(append(args, "-args"), flags...)
-	}
-	cmd := exec.CommandContext(ctx, "go", args...)
-	cmd.Dir = dir
+	ctx, cancel := context.WithTimeout(context.Background(), timeout+time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, b.bin, args...)
+	cmd.Dir = b.dir // where go test runs it: the package's directory
 	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.CombinedOutput()
 	switch {
@@ -1010,16 +1293,17 @@ func try(root string, m mutant, run string, extra []string, timeout time.Duratio
 	case err == nil:
 		return "SURVIVED", tail(out)
 	case ctx.Err() != nil:
-		return "killed", tail(out) // a test that hangs on the bug catches it too
+		return "killed", tail(out) // hung past its own timeout
 	case failedTest.Match(out):
 		return "killed", string(out)
 	default:
-		return "BROKEN", tail(out) // the mutant did not build, or no test ran
+		return "BROKEN", tail(out) // no test ran, or the binary failed to start
 	}
 }
 
-// noTests matches go test's report that no test matched its -run.
-var noTests = regexp.MustCompile(`(?m)^(testing: warning: no tests to run|ok .*\[no tests to run\])`)
+// noTests matches the testing package's report that no test matched its
+// -test.run.
+var noTests = regexp.MustCompile(`(?m)^testing: warning: no tests to run`)
 
 // violation matches the fault generator's report of a broken property.
 var violation = regexp.MustCompile(`property .*: \d+ violations|SAFETY VIOLATION`)
@@ -1083,6 +1367,11 @@ func moduleRoot() (string, error) {
 func tail(out []byte) string {
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	return strings.Join(lines[max(0, len(lines)-15):], "\n")
+}
+
+func firstLine(out []byte) string {
+	line, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
+	return line
 }
 
 func indent(s string) string { return "    " + strings.ReplaceAll(s, "\n", "\n    ") }
