@@ -461,7 +461,8 @@ func TestLogNamesNoKeyInErrors(t *testing.T) {
 	r := startReal(t, 5)
 	var logs logBuffer
 	a := r.client()
-	b := r.client(WithLogger(logs.logger()))
+	// A generous node deadline: the Fence below needs its lock on all five.
+	b := r.client(WithLogger(logs.logger()), WithNodeTimeout(scaled(2*time.Second)))
 	const key = "invoice:SECRET-42"
 	l, err := a.TryLock(bg, key, 10*time.Second)
 	if err != nil {
@@ -476,16 +477,24 @@ func TestLogNamesNoKeyInErrors(t *testing.T) {
 		t.Fatal("Do on a held key ran")
 	}
 	_ = l.Unlock(bg)
+	settle(a) // Unlock returns at a majority: the last delete may be on its way
 	// A master's own error (a fence counter another hand left at -5) goes
 	// into the log as it is: it must not name the key either.
 	if err := r.admin[0].Set(bg, fenceKey(key, false), "-5", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
 	fl := mustLock(t, b, key, 10*time.Second)
+	// Master 0's fence request must be sent: a round that four others
+	// decide first drops it unsent, and then no master reads the counter.
+	if n := r.count(key, fl.Token()); n != 5 {
+		t.Fatalf("the lock holds %d masters, want 5", n)
+	}
+	sentTogether(fenceScript, r.clients, scaled(5*time.Second))
 	if _, err := fl.Fence(bg); err != nil {
 		t.Fatalf("Fence with one bad counter of five = %v", err)
 	}
 	_ = fl.Unlock(bg)
+	settle(b) // master 0's answer may come after the round: it is logged as it fails
 	if strings.Contains(logs.text(), "SECRET") {
 		t.Fatalf("the log names the key:\n%s", logs.text())
 	}
