@@ -28,6 +28,10 @@ type testHooks struct {
 	// every time, with the channels of the key events it waits for; it
 	// must copy them.
 	sleepingMulti func(events []<-chan struct{})
+	// announced runs once a waiter's want has been published (announce,
+	// wants.go), with the withdrawal that follows it when the waiter gave
+	// up meanwhile, on the publishing goroutine.
+	announced func()
 
 	handOffs       atomic.Int64 // locks Unlock passed straight to a local waiter
 	remoteHandOffs atomic.Int64 // locks Unlock passed straight to another Client's waiter

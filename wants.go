@@ -403,6 +403,9 @@ func (lp *waitLoop) announce() {
 			// A withdrawal after it ends the want there too.
 			c.publishWant(key, token, 0, ttl)
 		}
+		if f := c.cfg.test.announced; f != nil {
+			f()
+		}
 	}(lp.key, lp.want.token, lp.ttl)
 }
 

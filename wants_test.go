@@ -308,10 +308,21 @@ func TestHandedLockAfterALongWaitIsConfirmed(t *testing.T) {
 func TestAWaiterThatGivesUpWithdrawsItsWant(t *testing.T) {
 	r := startReal(t, 5)
 	h, w := r.client(), r.client()
+	// The give-up must come after the want's announcement is done, which
+	// withdraws it as well when the waiter gave up while it was on its way:
+	// then only the give-up's own withdrawal can end the want.
+	announced := make(chan struct{}, 100)
+	w.cfg.test.announced = func() {
+		select {
+		case announced <- struct{}{}:
+		default:
+		}
+	}
 	holder := holding(t, h)
 	ctx, cancel := context.WithCancel(bg)
 	res := lockErrAsync(ctx, w)
 	wantKnown(t, h, "k", 1)
+	within(t, scaled(5*time.Second), "the want's announcement", func() struct{} { return <-announced })
 	cancel()
 	if err := <-res; err == nil {
 		t.Fatal("Lock with a cancelled ctx returned a lock")
