@@ -32,9 +32,10 @@ lint: $(GOLANGCI_LINT)
 $(GOLANGCI_LINT):
 	go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
 
+## race: every test under -race; the root package's in RACE_SHARDS processes side by side (default 3)
 race:
 	scripts/ensure-redis.sh
-	go test -race -count=1 ./...
+	scripts/race.sh
 	for m in $(NESTED); do (cd $$m && go test -race -count=1 ./...) || exit 1; done
 
 ## fuzz: a short run of the fuzz targets (longer: make fuzz FUZZTIME=5000000x)

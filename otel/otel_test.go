@@ -145,15 +145,19 @@ func TestSpansAndMetricsUnderAPausedMasterAndContention(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The paused master's requests are recorded after the calls returned:
-	// the first two at the node deadline (50 ms), the others only when
+	// the Unlocks' at the node deadline (50 ms), the others only when
 	// go-redis gives up on them, about 5 s later here (its dial and read
 	// timeouts; a connection to a paused master opens, but never answers).
-	// A rehearsal saw the fifth still missing after 10 s. Wait until its
-	// latency is recorded for each of the five calls' rounds, under a
-	// bound far beyond that.
+	// A rehearsal saw the last still missing after 10 s. Wait until its
+	// latency is recorded for four of the five calls' rounds, under a bound
+	// far beyond that: both TryLocks and both Unlocks (a release is sent
+	// late rather than dropped). Not Do's Lock: its request waits behind
+	// B's stalled TryLock, and when Do's Unlock has given that master up
+	// before the request's turn came, it is never sent, and nothing is
+	// recorded (seen 2 runs in 40 with four test binaries side by side).
 	const bound = 60 * time.Second
 	for end := time.Now().Add(bound); ; time.Sleep(5 * time.Millisecond) {
-		if histogramCounts(t, reader, "redlock.node.request.duration", "server.address")[servers[4].Addr] >= 5 {
+		if histogramCounts(t, reader, "redlock.node.request.duration", "server.address")[servers[4].Addr] >= 4 {
 			break
 		}
 		if time.Now().After(end) {
