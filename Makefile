@@ -32,7 +32,7 @@ lint: $(GOLANGCI_LINT)
 $(GOLANGCI_LINT):
 	go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
 
-## race: every test under -race; the root package's in RACE_SHARDS processes side by side (default 3)
+## race: every test under -race; the root package's in RACE_SHARDS processes side by side (default 2)
 race:
 	scripts/ensure-redis.sh
 	scripts/race.sh

@@ -1,16 +1,21 @@
 #!/usr/bin/env bash
 # Every test under the race detector: the nested packages with go test, and
 # the root package's tests in RACE_SHARDS processes side by side (default
-# 3; 1 runs them in one), from one test binary. Most of the root tests'
+# 2; 1 runs them in one), from one test binary. Most of the root tests'
 # time is spent waiting (TTLs, node deadlines, backoffs, a paused master),
-# not computing: three shards run them in about half the time of one on
-# two cores. The fault suite (TestChaos, the longest) has a shard of its
-# own; the other tests are dealt to the rest in turn. Each shard's output
-# is printed as it ends; the script fails if any shard did.
+# not computing, so shards run side by side well on two cores. The fault
+# suite (TestChaos, the longest) has a shard of its own; the other tests
+# are dealt to the rest in turn. Each shard's output is printed as it
+# ends; the script fails if any shard did.
+#
+# Why 2 and not more: three shards took 190 s where one took 470 s, but
+# the load they add let rare timing races in tests show (2 of 6 stress
+# runs of 3 to 5 shards failed a liveness test: see CHANGELOG); two keep
+# the other tests in one process beside the fault suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-shards=${RACE_SHARDS:-3}
+shards=${RACE_SHARDS:-2}
 if ! [[ $shards =~ ^[1-9][0-9]*$ ]]; then
 	echo "RACE_SHARDS=$shards: want a positive integer" >&2
 	exit 2
