@@ -6,9 +6,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
 )
 
 // attempt is one acquisition round (Redlock spec, steps 1–4).
@@ -200,14 +202,42 @@ func (l *Lock) releaseNode(n *node, ttl time.Duration) {
 
 // releaseNodeArgs runs the release script with args on n in the
 // background, under the node deadline of a lock of ttl.
+//
+// Through n's pipe, it is queued before this returns, and ahead of what is
+// queued there: a clean-up deletes only its own token, which nothing
+// queued sets again (the lock that held it gave the node up), and a
+// waiter's next attempt, queued already behind a late reply or queued
+// next, finds the key free of its last attempt's token. Queued by a worker
+// after it, as it was, the next attempt could meet that token on a master,
+// be refused, and sleep its backoff: the clean-up announces nothing (an
+// adversary run of the wait tests saw a LockMulti waiter refused so on two
+// masters, and asleep for its whole backoff with the keys free).
 func (c *Client) releaseNodeArgs(n *node, ttl time.Duration, args *roundArgs) {
 	c.bg.Add(1)
+	if n.pipe != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), c.nodeTimeout(ttl))
+		n.pipe.startFirst(ctx, c.keep(ttl), n.releaseCmd(args), &cleanUp{n: n, cancel: cancel, bg: &c.bg})
+		return
+	}
 	c.workers.run(taskFunc(func() {
 		defer c.bg.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), c.nodeTimeout(ttl))
 		defer cancel()
 		_, _, _ = n.release(ctx, c.keep(ttl), args)
 	}))
+}
+
+// A cleanUp takes the reply of a release queued by releaseNodeArgs.
+type cleanUp struct {
+	n      *node
+	cancel context.CancelFunc
+	bg     *sync.WaitGroup // the Client's
+}
+
+func (u *cleanUp) reply(cmd *redis.Cmd) {
+	_, _, _ = u.n.releaseReply(cmd) // for what it tells of the node (notices refused)
+	u.cancel()
+	u.bg.Done()
 }
 
 // abandon gives up every node of a failed attempt and releases those that

@@ -121,7 +121,9 @@ func (r *request) late() bool { return !r.keep.until.IsZero() && r.ctx.Err() != 
 // goes out at once, alone; those that arrive while a batch is on its way
 // queue, and go out together, in the order they came, when it returns.
 // So there is one live batch per master at a time, and no request overtakes
-// an earlier one.
+// an earlier one, but for clean-ups (startFirst): a failed attempt's
+// release goes ahead of the queue, so that the next attempt does not find
+// the token it deletes.
 //
 // A request never waits behind a batch for more than half of the time it
 // has left when it queues: by then the batch is stalled, far slower than
@@ -172,7 +174,7 @@ var batches = sync.Pool{New: func() any { return new(batch) }}
 // pipe and returns its reply.
 // When the pipe is idle, the calling goroutine sends the batch itself.
 func (p *pipe) do(ctx context.Context, send sendCheck, keep lateSend, args []any) *redis.Cmd {
-	r, start := p.enqueue(ctx, send, keep, args, nil)
+	r, start := p.enqueue(ctx, send, keep, args, nil, false)
 	if start {
 		p.serve()
 	}
@@ -188,19 +190,31 @@ func (p *pipe) do(ctx context.Context, send sendCheck, keep lateSend, args []any
 // a worker sends it. The caller must be registered in the Client's bg until
 // to has the reply.
 func (p *pipe) start(ctx context.Context, send sendCheck, keep lateSend, args []any, to replyTo) {
-	if _, start := p.enqueue(ctx, send, keep, args, to); start {
+	if _, start := p.enqueue(ctx, send, keep, args, to, false); start {
 		p.spawn(p)
 	}
 }
 
-// enqueue queues a request, and reports whether the caller must start a
-// sender for it (mayStart).
-func (p *pipe) enqueue(ctx context.Context, send sendCheck, keep lateSend, args []any, to replyTo) (r *request, start bool) {
+// startFirst is start for a clean-up (Client.releaseNodeArgs): the request
+// goes ahead of every request queued, behind only the batches on their way.
+func (p *pipe) startFirst(ctx context.Context, keep lateSend, args []any, to replyTo) {
+	if _, start := p.enqueue(ctx, nil, keep, args, to, true); start {
+		p.spawn(p)
+	}
+}
+
+// enqueue queues a request, last or first, and reports whether the caller
+// must start a sender for it (mayStart).
+func (p *pipe) enqueue(ctx context.Context, send sendCheck, keep lateSend, args []any, to replyTo, first bool) (r *request, start bool) {
 	r = requests.Get().(*request)
 	r.ctx, r.args, r.send, r.keep, r.to = ctx, args, send, keep, to
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.queue = append(p.queue, r)
+	if first {
+		p.queue = slices.Insert(p.queue, 0, r)
+	} else {
+		p.queue = append(p.queue, r)
+	}
 	start = p.mayStart()
 	if !start && p.senders > 0 {
 		p.wait(r, time.Now())

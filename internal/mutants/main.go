@@ -935,6 +935,20 @@ var mutants = []mutant{
 		to:      "int(l.yeses.Load()) >= 0",
 		killers: "TestAMinorityAttemptsRollbackIsSilent",
 	},
+	{
+		name:    "clean-up-queued-by-a-worker",
+		file:    "acquire.go",
+		from:    "\tif n.pipe != nil {\n\t\tctx, cancel := context.WithTimeout(context.Background(), c.nodeTimeout(ttl))\n",
+		to:      "\tif false && n.pipe != nil {\n\t\tctx, cancel := context.WithTimeout(context.Background(), c.nodeTimeout(ttl))\n",
+		killers: "TestAWaitersNextAttemptFindsItsLastOnesTokenGone",
+	},
+	{
+		name:    "clean-up-queued-last",
+		file:    "pipe.go",
+		from:    "p.queue = slices.Insert(p.queue, 0, r)",
+		to:      "p.queue = append(p.queue, r)",
+		killers: "TestAWaitersNextAttemptFindsItsLastOnesTokenGone",
+	},
 }
 
 func main() {
