@@ -153,11 +153,12 @@ type pipe struct {
 
 	mu      sync.Mutex
 	queue   []*request
-	out     []*batch    // batches on their way
-	senders int         // goroutines sending batches
-	stalled int         // of which are waiting on a stalled batch
-	due     time.Time   // when the queue must go out even if a batch is still on its way; zero: no timer
-	timer   *time.Timer // fires at due
+	out     []*batch     // batches on their way
+	senders int          // goroutines sending batches
+	stalled int          // of which are waiting on a stalled batch
+	due     time.Time    // when the queue must go out even if a batch is still on its way; zero: no timer
+	timer   *time.Timer  // fires at due
+	sent    map[any]bool // the scripts (SHA1) a batch sent with their source (withSources)
 }
 
 // A batch is the requests one sender has sent in one pipeline.
@@ -411,6 +412,7 @@ func (p *pipe) exec(ctx context.Context, reqs []*request) {
 		r.finish(nil)
 		return
 	}
+	p.withSources(reqs)
 	pl := p.client.Pipeline()
 	for _, r := range reqs {
 		r.cmd = redis.NewCmd(ctx, r.args...)
@@ -441,6 +443,33 @@ func (p *pipe) exec(ctx context.Context, reqs []*request) {
 	_, _ = pl.Exec(ctx)
 	for _, r := range again {
 		r.finish(nil)
+	}
+}
+
+// withSources turns into EVAL, with the script's source, each request of
+// a batch whose script no batch sent so yet. A request that a master
+// answers NOSCRIPT runs again after the rest of its batch (exec), and so
+// after requests made after it: a lost attempt's clean-up, queued ahead of
+// the waiter's next attempt (startFirst), came after it and let it be
+// refused for the waiter's own last token, at each script's first use on
+// each master (a stress run of the wait tests, six race binaries side by
+// side, saw it). Once a master has run a script's source, it knows the
+// script until it restarts or its script cache is flushed; then NOSCRIPT
+// and the run again are left (rare).
+func (p *pipe) withSources(reqs []*request) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, r := range reqs {
+		if len(r.args) < 2 || r.args[0] != "evalsha" || p.sent[r.args[1]] {
+			continue
+		}
+		if eval := asEval(r.args); eval != nil {
+			if p.sent == nil {
+				p.sent = map[any]bool{}
+			}
+			p.sent[r.args[1]] = true
+			r.args = eval
+		}
 	}
 }
 

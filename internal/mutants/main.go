@@ -949,6 +949,13 @@ var mutants = []mutant{
 		to:      "p.queue = append(p.queue, r)",
 		killers: "TestAWaitersNextAttemptFindsItsLastOnesTokenGone",
 	},
+	{
+		name:    "batch-sends-unknown-scripts-by-sha",
+		file:    "pipe.go",
+		from:    "\tp.withSources(reqs)\n",
+		to:      "",
+		killers: "TestAWaitersNextAttemptFindsItsLastOnesTokenGone",
+	},
 }
 
 func main() {
