@@ -146,10 +146,11 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 // for a lock. Close does not release held locks and does not close the node
 // clients. It may wait as long as the go-redis clients' own timeouts when a
 // node is hung. When Lock calls were waiting with their wants out to other
-// Clients' holders, Close withdraws the wants, waits out a hand-off to them
-// that may be on its way (the node deadline, DefaultMaxNodeTimeout at
-// least), and releases their tokens. Closing a Client twice, or from two
-// goroutines at once, is harmless.
+// Clients' holders, or had them out within the last few seconds, Close
+// withdraws the wants, waits out a hand-off to them that may be on its way
+// (the node deadline, DefaultMaxNodeTimeout at least), and releases their
+// tokens. Closing a Client twice, or from two goroutines at once, is
+// harmless.
 func (c *Client) Close() error {
 	if err := c.usable(); err != nil {
 		return err
@@ -161,7 +162,7 @@ func (c *Client) Close() error {
 		c.mu.Unlock()
 		c.wk.close()
 		c.bg.Wait()
-		c.withdrawAll(c.wk.outstanding())
+		c.withdrawAll(c.wk.outstanding(), c.lateTickets(time.Now().Add(-wantFresh)))
 		c.bg.Wait()
 		c.workers.close()
 	})

@@ -214,6 +214,7 @@ type retiredToken struct {
 	key   string
 	ttl   time.Duration
 	l     *Lock
+	at    time.Time // retired then
 	until time.Time // forgotten then: a hand-off lands only while its holder's key lives
 }
 
@@ -230,7 +231,40 @@ func (c *Client) retire(key, token string, ttl time.Duration, l *Lock) {
 	if len(c.retired)%64 == 0 { // now and then, forget what no hand-off can reach
 		maps.DeleteFunc(c.retired, func(_ string, r retiredToken) bool { return now.After(r.until) })
 	}
-	c.retired[token] = retiredToken{key: key, ttl: ttl, l: l, until: now.Add(keep)}
+	c.retired[token] = retiredToken{key: key, ttl: ttl, l: l, at: now, until: now.Add(keep)}
+}
+
+// lateTickets returns the wants this Client retired since, whose lock, if
+// one came of them, is over: a hand-off on its way to one of them may land
+// once Close stopped hearing the notices that lateHandOff acts on (a
+// holder that missed the withdrawal hands over to a want it heard within
+// wantFresh), and would keep the key for its TTL with nobody to release it.
+func (c *Client) lateTickets(since time.Time) []ticket {
+	type late struct {
+		ticket
+		l *Lock
+	}
+	var recent []late
+	c.retiredMu.Lock()
+	for token, r := range c.retired {
+		if !r.at.Before(since) {
+			recent = append(recent, late{ticket{key: r.key, token: token, ttl: r.ttl}, r.l})
+		}
+	}
+	c.retiredMu.Unlock()
+	var out []ticket
+	for _, r := range recent {
+		if r.l != nil {
+			r.l.mu.Lock()
+			over := r.l.ended
+			r.l.mu.Unlock()
+			if !over {
+				continue // held: its Unlock releases every node
+			}
+		}
+		out = append(out, r.ticket)
+	}
+	return out
 }
 
 // lateHandOff releases token on node, where a hand-off just put it, when
@@ -598,15 +632,18 @@ func (c *Client) withdraw(key, token string, ttl time.Duration, heard bool) {
 // holders, waits out a hand-off already on its way to them (the node
 // deadline: Close no longer hears the notices that would tell), and then
 // releases their tokens on every node. The caller is Close.
-func (c *Client) withdrawAll(out []ticket) {
-	if len(out) == 0 {
+//
+// It releases the tokens of late too, the wants retired lately
+// (lateTickets), withdrawn already.
+func (c *Client) withdrawAll(out, late []ticket) {
+	if len(out) == 0 && len(late) == 0 {
 		return
 	}
 	for _, t := range out {
 		c.withdraw(t.key, t.token, t.ttl, false)
 	}
 	time.Sleep(max(c.cfg.nodeTimeout, DefaultMaxNodeTimeout))
-	for _, t := range out {
+	for _, t := range append(out, late...) {
 		for _, n := range c.nodes {
 			c.releaseNode(n, t.key, t.token, t.ttl)
 		}

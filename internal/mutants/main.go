@@ -956,6 +956,13 @@ var mutants = []mutant{
 		to:      "",
 		killers: "TestAWaitersNextAttemptFindsItsLastOnesTokenGone",
 	},
+	{
+		name:    "close-forgets-wants-given-up-lately",
+		file:    "redlock.go",
+		from:    "c.lateTickets(time.Now().Add(-wantFresh))",
+		to:      "nil",
+		killers: "TestCloseReleasesAHandOffToAWantItGaveUpLately",
+	},
 }
 
 func main() {
