@@ -29,11 +29,20 @@ func (instantNode) DialHook(redis.DialHook) redis.DialHook {
 func (instantNode) answer(cmd redis.Cmder) {
 	c, ok := cmd.(*redis.Cmd)
 	args := cmd.Args()
-	if !ok || len(args) < 2 || args[0] != "evalsha" {
+	if !ok || len(args) < 2 || (args[0] != "evalsha" && args[0] != "eval") {
 		cmd.SetErr(fmt.Errorf("instantNode: %v not supported", args))
 		return
 	}
-	switch args[1] {
+	script := args[1]
+	if args[0] == "eval" { // a batch's first call of the script (pipe.withSources)
+		script = nil
+		for sha, s := range scriptsBySHA {
+			if s.src == args[1] {
+				script = sha
+			}
+		}
+	}
+	switch script {
 	case acquireScript.sha:
 		c.SetVal([]any{int64(1), int64(-1), int64(0), int64(0)}) // yes; the guard is off
 	case releaseScript.sha:

@@ -872,7 +872,10 @@ func (h *barrierHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 func (h *barrierHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		for _, cmd := range cmds {
-			if h.first(cmd) {
+			// EVAL too: a batch sends a script's source the first time it
+			// carries it (pipe.withSources), and is never answered NOSCRIPT
+			// here, so no batch is a run again.
+			if h.filter.matches(cmd) {
 				h.b.arrive(h.node)
 				break
 			}
