@@ -234,11 +234,14 @@ func (c *Client) retire(key, token string, ttl time.Duration, l *Lock) {
 	c.retired[token] = retiredToken{key: key, ttl: ttl, l: l, at: now, until: now.Add(keep)}
 }
 
-// lateTickets returns the wants this Client retired since, whose lock, if
-// one came of them, is over: a hand-off on its way to one of them may land
-// once Close stopped hearing the notices that lateHandOff acts on (a
-// holder that missed the withdrawal hands over to a want it heard within
-// wantFresh), and would keep the key for its TTL with nobody to release it.
+// lateTickets returns the wants this Client retired since, with no lock
+// of them or one its Unlock released: a hand-off on its way to one of them
+// may land once Close stopped hearing the notices that lateHandOff acts on
+// (a holder that missed the withdrawal hands over to a want it heard
+// within wantFresh), and would keep the key for its TTL with nobody to
+// release it. Not a lock whose validity only ended here: its token may be
+// another holder's now (Lock.Token, then Resume), and deleting it would let
+// a second holder in (TestCloseLeavesAHandedLockResumedElsewhere).
 func (c *Client) lateTickets(since time.Time) []ticket {
 	type late struct {
 		ticket
@@ -256,10 +259,10 @@ func (c *Client) lateTickets(since time.Time) []ticket {
 	for _, r := range recent {
 		if r.l != nil {
 			r.l.mu.Lock()
-			over := r.l.ended
+			released := r.l.released
 			r.l.mu.Unlock()
-			if !over {
-				continue // held: its Unlock releases every node
+			if !released {
+				continue // held, or passed on: not ours to release
 			}
 		}
 		out = append(out, r.ticket)

@@ -786,6 +786,50 @@ func TestCloseReleasesAHandOffToAWantItGaveUpLately(t *testing.T) {
 	}
 }
 
+// TestCloseLeavesAHandedLockResumedElsewhere: the other side of the
+// above. A waiter got the key by a hand-off to its want, and its process
+// passed the lock on (Token, then Resume in another Client), whose holder
+// keeps it with Extend; here it only ran out of validity. Close, within
+// seconds, must not release that want's token: its lock was never
+// released, only expired here, and the token is another holder's now.
+func TestCloseLeavesAHandedLockResumedElsewhere(t *testing.T) {
+	r := startReal(t, 5)
+	holderC, waiterC, nextC := r.client(), r.client(), r.client()
+	holder := holding(t, holderC)
+	ttl := scaled(time.Second)
+	res := make(chan lockResult, 1)
+	go func() {
+		l, err := waiterC.Lock(bg, "k", ttl)
+		res <- lockResult{l, err}
+	}()
+	wantKnown(t, holderC, "k", 1)
+	if err := holder.Unlock(bg); err != nil { // handed to the waiter's want
+		t.Fatal(err)
+	}
+	got := <-res
+	if got.err != nil {
+		t.Fatal(got.err)
+	}
+	if n := waiterC.cfg.test.handedLocks.Load(); n != 1 {
+		t.Fatalf("the waiter's lock came of %d hand-offs, want 1: the case is not staged", n)
+	}
+	resumed, err := nextC.Resume(bg, "k", got.l.Token(), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-got.l.Done() // its validity ended here; the lock lives on in nextC
+	if err := waiterC.Close(); err != nil {
+		t.Fatal(err)
+	}
+	settle(nextC)
+	if n := r.count("k", resumed.Token()); n != 5 {
+		t.Fatalf("after the first Client's Close, the resumed lock holds %d masters, want 5: %q", n, r.values("k"))
+	}
+	if err := resumed.Extend(bg, time.Minute); err != nil {
+		t.Fatalf("the resumed lock's Extend after the first Client's Close: %v", err)
+	}
+}
+
 // TestConcurrentClosesWithAWantOut: two Closes at once, while a waiter's
 // want is out, are one Close: both return once the want is withdrawn and
 // nothing of the Client runs (the race detector saw a WaitGroup Add racing

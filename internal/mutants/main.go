@@ -963,6 +963,13 @@ var mutants = []mutant{
 		to:      "nil",
 		killers: "TestCloseReleasesAHandOffToAWantItGaveUpLately",
 	},
+	{
+		name:    "close-releases-want-locks-only-expired-here",
+		file:    "wants.go",
+		from:    "released := r.l.released",
+		to:      "released := r.l.ended",
+		killers: "TestCloseLeavesAHandedLockResumedElsewhere",
+	},
 }
 
 func main() {
