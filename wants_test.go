@@ -797,11 +797,7 @@ func TestCloseLeavesAHandedLockResumedElsewhere(t *testing.T) {
 	holderC, waiterC, nextC := r.client(), r.client(), r.client()
 	holder := holding(t, holderC)
 	ttl := scaled(time.Second)
-	res := make(chan lockResult, 1)
-	go func() {
-		l, err := waiterC.Lock(bg, "k", ttl)
-		res <- lockResult{l, err}
-	}()
+	res := tryLockAsync(waiterC, "k", ttl)
 	wantKnown(t, holderC, "k", 1)
 	if err := holder.Unlock(bg); err != nil { // handed to the waiter's want
 		t.Fatal(err)
