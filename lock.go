@@ -115,6 +115,17 @@ func (l *Lock) passTurnAtEnd(pass func()) {
 	l.mu.Unlock()
 }
 
+// letGo reports whether this Client let the lock go: Unlock released it,
+// or Extend found it lost and released its keys. Its token is then nobody's,
+// and a late hand-off or a Close may delete it where it is left. A lock
+// whose validity only ended here is not let go: Token and Resume may have
+// passed it to another holder.
+func (l *Lock) letGo() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.released || l.givenUp
+}
+
 // ttlNow returns the TTL of the last acquisition or extension.
 func (l *Lock) ttlNow() time.Duration {
 	l.mu.Lock()

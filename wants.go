@@ -257,13 +257,8 @@ func (c *Client) lateTickets(since time.Time) []ticket {
 	c.retiredMu.Unlock()
 	var out []ticket
 	for _, r := range recent {
-		if r.l != nil {
-			r.l.mu.Lock()
-			released := r.l.released
-			r.l.mu.Unlock()
-			if !released {
-				continue // held, or passed on: not ours to release
-			}
+		if r.l != nil && !r.l.letGo() {
+			continue // held, or passed on: not ours to release
 		}
 		out = append(out, r.ticket)
 	}
@@ -272,10 +267,13 @@ func (c *Client) lateTickets(since time.Time) []ticket {
 
 // lateHandOff releases token on node, where a hand-off just put it, when
 // token is a want this Client is done with: its waiter gave up, or took
-// the lock and it is over. The hand-off reached that node late, after the
-// waiter stopped counting, or after the lock's own release went by, and
-// would keep the key there for the TTL. (While the lock is held, its Unlock
-// releases every node.)
+// the lock and let it go (Lock.letGo). The hand-off reached that node late,
+// after the waiter stopped counting, or after the lock's own release went
+// by, and would keep the key there for the TTL. (While the lock is held,
+// its Unlock releases every node.) Not a lock whose validity only ended
+// here: its token may be another holder's now (Lock.Token, then Resume),
+// whose Extend may count this node
+// (TestALateHandOffLeavesAHandedLockResumedElsewhere).
 func (c *Client) lateHandOff(key, token string, node int) {
 	c.retiredMu.Lock()
 	r, ok := c.retired[token]
@@ -283,13 +281,8 @@ func (c *Client) lateHandOff(key, token string, node int) {
 	if !ok || r.key != key {
 		return
 	}
-	if r.l != nil {
-		r.l.mu.Lock()
-		over := r.l.ended
-		r.l.mu.Unlock()
-		if !over {
-			return
-		}
+	if r.l != nil && !r.l.letGo() {
+		return
 	}
 	if c.enter() != nil {
 		return

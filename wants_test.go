@@ -1364,3 +1364,106 @@ func quietCleanUp(t *testing.T, r *realNodes, w *Client, key string, masters []i
 		}
 	}
 }
+
+// TestALateHandOffLeavesAHandedLockResumedElsewhere: the same as the above
+// for lateHandOff. A hand-off reached four masters, and its waiter won; its
+// process passed the lock on (Token, then Resume in another Client), and
+// the lock only ran out of validity here. The hand-off then reached the
+// fifth master, whose notice the first Client hears. The token is another
+// holder's now, so the first Client must leave it there: it released it
+// when its lock had merely ended, which takes a master from under the
+// holder's count.
+func TestALateHandOffLeavesAHandedLockResumedElsewhere(t *testing.T) {
+	r := startReal(t, 5)
+	clients := make([]redis.UniversalClient, len(r.servers))
+	for i, s := range r.servers {
+		clients[i] = s.Client(nil)
+	}
+	// Every master's hand-off is on its way before any answers, so the
+	// paused master's is in its socket, not given up unsent.
+	// Every master knows every script: a hand-off answered NOSCRIPT once
+	// the round was decided would not be sent again as EVAL, and would
+	// not land.
+	for _, a := range r.admin {
+		for _, s := range scriptsBySHA {
+			if err := s.Load(bg, a).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	sentTogether(handoffScript, clients, scaled(5*time.Second))
+	holderC, err := New(clients, WithNodeTimeout(scaled(10*time.Second)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = holderC.Close() })
+	heard := make(chan NoticeEvent, 64)
+	waiterC := r.client(WithObserver(Observer{Notice: func(e NoticeEvent) {
+		if e.Node == 4 {
+			select {
+			case heard <- e:
+			default: // the test reads them only while it waits for one
+			}
+		}
+	}}))
+	await := func(kind string, own bool) {
+		t.Helper()
+		within(t, scaled(10*time.Second), "a "+kind+" notice from master 4", func() bool {
+			for e := range heard {
+				if e.Kind == kind && e.Own == own {
+					break
+				}
+			}
+			return true
+		})
+	}
+	nextC := r.client()
+	holder := holding(t, holderC)
+	// Another waiter of its process keeps the first Client watching the
+	// key, so it hears the late notice.
+	watching(t, waiterC, "k")
+	// A short TTL: the lock ends here soon, and master 4's pause ends
+	// before the Client's subscription there, which pings a connection
+	// silent for 1.5 s, takes it for lost and misses the notice.
+	res := tryLockAsync(waiterC, "k", 800*time.Millisecond)
+	wantKnown(t, holderC, "k", 1)
+	r.servers[4].Pause()
+	defer r.servers[4].Resume()
+	if err := holder.Unlock(bg); err != nil { // handed to the waiter's want on masters 0 to 3
+		t.Fatal(err)
+	}
+	got := <-res
+	if got.err != nil {
+		t.Fatal(got.err)
+	}
+	if n := waiterC.cfg.test.handedLocks.Load(); n != 1 {
+		t.Fatalf("the waiter's lock came of %d hand-offs, want 1: the case is not staged", n)
+	}
+	resumed, err := nextC.Resume(bg, "k", got.l.Token(), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-got.l.Done() // its validity ended here; the lock lives on in nextC
+	for len(heard) > 0 {
+		<-heard // master 4's notices before the hand-off
+	}
+	r.servers[4].Resume() // the hand-off lands
+	await("handed", true)
+	// A notice published after the hand-off's is read after it: by then
+	// the Client has acted on the hand-off's, and settle waits for what it
+	// sent.
+	if err := r.admin[4].Publish(bg, noticeChannel("k"), "wanted barrier barrier 0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	await("wanted", false)
+	settle(waiterC)
+	if v := r.values("k")[4]; v != resumed.Token() {
+		t.Fatalf("after the late hand-off, master 4 holds %q, want the resumed lock's token: %q", v, r.values("k"))
+	}
+	if err := resumed.Extend(bg, time.Minute); err != nil {
+		t.Fatalf("the resumed lock's Extend after the late hand-off: %v", err)
+	}
+	if n := r.count("k", resumed.Token()); n != 5 {
+		t.Fatalf("after its Extend, the resumed lock holds %d masters, want 5: %q", n, r.values("k"))
+	}
+}

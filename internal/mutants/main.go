@@ -966,9 +966,16 @@ var mutants = []mutant{
 	{
 		name:    "close-releases-want-locks-only-expired-here",
 		file:    "wants.go",
-		from:    "released := r.l.released",
-		to:      "released := r.l.ended",
+		from:    "		if r.l != nil && !r.l.letGo() {\n\t\t\tcontinue",
+		to:      "		if r.l != nil && !r.l.letGo() && time.Now().Before(r.l.Until()) {\n\t\t\tcontinue",
 		killers: "TestCloseLeavesAHandedLockResumedElsewhere",
+	},
+	{
+		name:    "late-hand-off-releases-want-locks-only-expired-here",
+		file:    "wants.go",
+		from:    "	if r.l != nil && !r.l.letGo() {\n\t\treturn",
+		to:      "	if r.l != nil && !r.l.letGo() && time.Now().Before(r.l.Until()) {\n\t\treturn",
+		killers: "TestALateHandOffLeavesAHandedLockResumedElsewhere",
 	},
 }
 
