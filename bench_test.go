@@ -132,9 +132,10 @@ func withoutHandOff() Option {
 // the hand-off off (it only applies within one Client); "polling" turns
 // FIFO, hand-off and notices off: the retry delay alone. Custom metrics:
 // commands sent per acquisition (go-redis commands plus the
-// SUBSCRIBE/UNSUBSCRIBE calls the servers saw), the p99 wait in Lock, and
-// the share of acquisitions won by the worker that held the lock just
-// before.
+// SUBSCRIBE/UNSUBSCRIBE calls the servers saw), the p99 wait in Lock, the
+// share of acquisitions won by the worker that held the lock just before,
+// and the share of turns passed by a hand-off (the rest went through a
+// release and an acquisition).
 func BenchmarkContended(b *testing.B) {
 	servers := redistest.StartN(b, 5)
 	for _, mode := range []string{"polling", "no-hand-off", "default"} {
@@ -235,6 +236,13 @@ func benchContended(b *testing.B, servers []*redistest.Server, shared bool, opts
 	b.ReportMetric(float64(srv)/float64(total), "srv-cmds/acq")
 	b.ReportMetric(float64(waits[len(waits)*99/100].Microseconds())/1000, "p99-wait-ms")
 	b.ReportMetric(100*float64(same)/float64(total), "same-worker-%")
+	var handed int64 // turns passed by a hand-off, within a Client or across
+	for i, c := range cs {
+		if i == 0 || !shared {
+			handed += c.cfg.test.handOffs.Load() + c.cfg.test.remoteHandOffs.Load()
+		}
+	}
+	b.ReportMetric(100*float64(handed)/float64(total), "handed-%")
 }
 
 // serverCommands is how many commands the servers ran, counting those run
