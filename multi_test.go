@@ -799,18 +799,47 @@ func heardReleases(c *Client, key string, node int) int {
 func TestLockMultiTriesAgainWhenTheMastersThatRefusedItReleaseLater(t *testing.T) {
 	r := startReal(t, 5)
 	holder := r.client()
-	rounds := make(chan RoundEvent, 16)
-	waiter := r.client(WithRetryDelay(scaled(time.Minute), scaled(time.Minute)), WithObserver(Observer{Round: func(e RoundEvent) {
-		if e.Op == "lock" {
-			rounds <- e
-		}
-	}}))
+	rounds, replies := make(chan RoundEvent, 16), make(chan struct{}, 64)
+	clients := make([]redis.UniversalClient, len(r.servers))
+	for i, s := range r.servers {
+		clients[i] = s.Client(nil)
+	}
+	// Every master gets every attempt, and answers it.
+	sentTogether(acquireMultiScript, clients, scaled(5*time.Second))
+	waiter, err := New(clients, WithRetryDelay(scaled(time.Minute), scaled(time.Minute)), WithObserver(Observer{
+		Round: func(e RoundEvent) {
+			if e.Op == "lock" {
+				rounds <- e
+			}
+		},
+		NodeReply: func(e NodeReplyEvent) {
+			if e.Op == "lock" {
+				replies <- struct{}{}
+			}
+		},
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = waiter.Close() })
 	l := mustLock(t, holder, "b", time.Minute) // on every master: settled, no SET still on its way
 	got := multiInBackground(waiter, "a", "b")
-	first := <-rounds
-	if first.Won() {
-		t.Fatal("the first attempt won a held key")
+	refused := func(what string) {
+		t.Helper()
+		e := within(t, scaled(5*time.Second), what, func() RoundEvent { return <-rounds })
+		if e.Won() {
+			t.Fatalf("%s won a held key", what)
+		}
 	}
+	refused("the first attempt")
+	// Once a majority confirmed its subscriptions, it tries once more (a
+	// release may have gone unheard before them), and is refused again.
+	// Staged after it, the release below is what its next attempt hears;
+	// staged before, that attempt raced the holder's Unlock, and could
+	// read the notices of the masters that refused it before their
+	// refusals, which leaves it to its backoff (1 run in 360, six race
+	// binaries side by side).
+	refused("the attempt its subscriptions woke")
 	r.subscribed("a")
 	r.subscribed("b")
 	// The release reaches master 0 first: the waiter tries on its notice,
@@ -822,9 +851,15 @@ func TestLockMultiTriesAgainWhenTheMastersThatRefusedItReleaseLater(t *testing.T
 	if err := r.admin[0].Publish(bg, release.channel, release.message).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if second := <-rounds; second.Won() {
-		t.Fatal("the attempt won a key held on four masters")
-	}
+	refused("the attempt woken by master 0's release")
+	// Every master's answer to it is in, the refusals marked, before the
+	// others release: three attempts, five answers each.
+	within(t, scaled(5*time.Second), "the attempts' answers", func() bool {
+		for range 3 * len(r.servers) {
+			<-replies
+		}
+		return true
+	})
 	// Now the others: their notices repeat a release the waiter heard.
 	if err := l.Unlock(bg); err != nil {
 		t.Fatal(err)
