@@ -281,8 +281,14 @@ func (lp *waitLoop) sleep() (wake, error) {
 	case <-lp.ctx.Done():
 		return 0, waitFailed(lp.ctx, lp.key, lp.last)
 	case <-lp.c.closing:
-		return 0, fmt.Errorf("%w: %q: %w while waiting", ErrNotObtained, lp.key, ErrClosed)
+		return 0, lp.closedWhileWaiting()
 	}
+}
+
+// closedWhileWaiting is the call's error when the Client closed while it
+// waited.
+func (lp *waitLoop) closedWhileWaiting() error {
+	return fmt.Errorf("%w: %q: %w while waiting", ErrNotObtained, lp.key, ErrClosed)
 }
 
 // takenByAMajority reports whether a failed attempt's error says that a

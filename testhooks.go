@@ -32,6 +32,10 @@ type testHooks struct {
 	// wants.go), with the withdrawal that follows it when the waiter gave
 	// up meanwhile, on the publishing goroutine.
 	announced func()
+	// takingHandOff runs as a waiter's call takes the lock a hand-off gave
+	// its want, on its goroutine: first thing in takeHanded (wants.go);
+	// in probe, once the nodes confirmed the hand-off.
+	takingHandOff func()
 
 	handOffs       atomic.Int64 // locks Unlock passed straight to a local waiter
 	remoteHandOffs atomic.Int64 // locks Unlock passed straight to another Client's waiter

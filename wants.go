@@ -504,8 +504,23 @@ func (c *Client) publishOn(n *node, msg notice, timeout time.Duration) bool {
 // that, confirmed by an extension round and valid from its start. nil when
 // the confirmation did not hold: the waiter's token is released, and the
 // waiter waits on.
+//
+// It holds Close off until the want is no longer expected. A Close that
+// began first withdraws the want and releases its token on every node
+// (outstanding), so the lock is not the caller's: the call returns
+// ErrClosed. (Without this, a Close between the hand-off's wake-up and
+// unexpect released the token of the lock the call then returned, valid
+// for most of its TTL and held by nobody on the masters: an adversary
+// review, TestCloseDuringATakenHandOffReturnsNoLock.)
 func (lp *waitLoop) takeHanded() (*Lock, error) {
 	c, a := lp.c, lp.want
+	if h := c.cfg.test.takingHandOff; h != nil {
+		h()
+	}
+	if err := c.enter(); err != nil {
+		return nil, lp.closedWhileWaiting()
+	}
+	defer c.bg.Done()
 	l := c.handedLock(lp.key, a.token, lp.ttl, true)
 	c.retire(lp.key, a.token, lp.ttl, l) // before unexpect: no notice falls between
 	lp.w.unexpect(a.token)
@@ -516,10 +531,15 @@ func (lp *waitLoop) takeHanded() (*Lock, error) {
 		return l, nil
 	}
 	won, err := lp.confirm(l)
-	if won || err != nil {
-		return l, err
+	if won {
+		return l, nil
 	}
-	c.retire(lp.key, a.token, lp.ttl, nil) // given up: a late hand-off is released
+	// Given up: a late hand-off is released, and so is the token by a
+	// Close that began meanwhile (lateTickets), once this returns.
+	c.retire(lp.key, a.token, lp.ttl, nil)
+	if err != nil {
+		return nil, err
+	}
 	l.abandon(lp.ttl)
 	return nil, nil
 }
@@ -569,16 +589,27 @@ func (lp *waitLoop) confirm(l *Lock) (won bool, err error) {
 // notices this Client did not hear (its subscription was down, or not yet
 // up on a node): the lock, or nil. It releases nothing: a hand-off may be
 // on its way still.
+//
+// Like takeHanded, it holds Close off until the want is no longer
+// expected: a Close that began first releases the want's token, and one
+// that begins later waits, and leaves the lock to the caller.
 func (lp *waitLoop) probe() (*Lock, error) {
-	a := lp.want
+	a, c := lp.want, lp.c
 	if a == nil || a.first.IsZero() {
 		return nil, nil
 	}
-	l := lp.c.handedLock(lp.key, a.token, lp.ttl, true)
-	if won, err := lp.confirm(l); !won || err != nil {
-		return nil, err
+	if err := c.enter(); err != nil {
+		return nil, lp.closedWhileWaiting()
 	}
-	lp.c.retire(lp.key, a.token, lp.ttl, l)
+	defer c.bg.Done()
+	l := c.handedLock(lp.key, a.token, lp.ttl, true)
+	if won, err := lp.confirm(l); !won || err != nil {
+		return nil, err // the want is still out: the call withdraws it, or Close does
+	}
+	if h := c.cfg.test.takingHandOff; h != nil {
+		h()
+	}
+	c.retire(lp.key, a.token, lp.ttl, l)
 	lp.w.unexpect(a.token)
 	lp.want = nil
 	return l, nil

@@ -1467,3 +1467,85 @@ func TestALateHandOffLeavesAHandedLockResumedElsewhere(t *testing.T) {
 		t.Fatalf("after its Extend, the resumed lock holds %d masters, want 5: %q", n, r.values("k"))
 	}
 }
+
+// TestCloseDuringATakenHandOffReturnsNoLock: a hand-off to a waiter's want
+// won, and the waiter woke to take the lock just as its Client's Close
+// began. Close withdraws the wants still expected and releases their
+// tokens, so the waiter must not return that lock: it did, valid for most
+// of its TTL, with its key deleted on every master, and another Client
+// took the key (an adversary review, with a delay in takeHanded; 2 runs
+// in 6). The waiter's Lock returns ErrClosed, and the key is left to
+// nobody. The same for a waiter that missed the hand-off's notices and
+// found it by asking the masters (probe), with Close beginning as it takes
+// the lock: Close waits for it, and the lock is the caller's.
+func TestCloseDuringATakenHandOffReturnsNoLock(t *testing.T) {
+	for _, heard := range []bool{true, false} {
+		name := map[bool]string{true: "notices", false: "probe"}[heard]
+		t.Run(name, func(t *testing.T) {
+			r := startReal(t, 5)
+			holderC, otherC := r.client(), r.client()
+			waiterC := r.client(WithRetryDelay(scaled(10*time.Millisecond), scaled(100*time.Millisecond)))
+			reached, gate := make(chan struct{}, 1), make(chan struct{})
+			waiterC.cfg.test.takingHandOff = func() {
+				reached <- struct{}{}
+				<-gate
+			}
+			holder := holding(t, holderC)
+			res := tryLockAsync(waiterC, "k", time.Minute)
+			wantKnown(t, holderC, "k", 1)
+			if heard {
+				if err := holder.Unlock(bg); err != nil { // handed to the waiter's want
+					t.Fatal(err)
+				}
+			} else {
+				// A hand-off whose notices the waiter missed: its
+				// backoff timer, at the longest while its want is out,
+				// makes it ask the masters.
+				token := wantsOf(holderC, "k")[0]
+				for i := range r.servers {
+					r.take(i, "k", token, time.Minute)
+				}
+			}
+			within(t, scaled(5*time.Second), "the waiter taking the hand-off", func() struct{} { return <-reached })
+			closed := make(chan error, 1)
+			go func() { closed <- waiterC.Close() }()
+			within(t, scaled(5*time.Second), "the waiter's Client closing", func() bool {
+				for !waiterC.isClosed() {
+					time.Sleep(time.Millisecond) // Close offers no signal before it returns
+				}
+				return true
+			})
+			// Close may finish first (before the fix it did, and released
+			// the want's token), or wait for the waiter: either order must
+			// hold.
+			select {
+			case err := <-closed:
+				closed <- err
+			case <-time.After(scaled(100 * time.Millisecond)):
+			}
+			close(gate)
+			got := <-res
+			if err := <-closed; err != nil {
+				t.Fatal(err)
+			}
+			if got.err == nil {
+				// Taken before Close began, and Close waited for it.
+				if n := r.count("k", got.l.Token()); n < 3 {
+					t.Fatalf("Lock returned a lock valid until %v whose key is on %d masters after Close: %q", got.l.Until(), n, r.values("k"))
+				}
+				if heard {
+					t.Fatal("Lock returned a lock after its Client's Close began")
+				}
+				return
+			}
+			if !errors.Is(got.err, ErrClosed) {
+				t.Fatalf("the waiter's Lock = %v, want ErrClosed", got.err)
+			}
+			if l, err := otherC.TryLock(bg, "k", time.Minute); err != nil {
+				t.Fatalf("after the waiter's Close released its want, the key is still taken: %v, %q", err, r.values("k"))
+			} else {
+				_ = l.Unlock(bg)
+			}
+		})
+	}
+}

@@ -971,6 +971,20 @@ var mutants = []mutant{
 		killers: "TestCloseLeavesAHandedLockResumedElsewhere",
 	},
 	{
+		name:    "taken-hand-off-ignores-close",
+		file:    "wants.go",
+		from:    "\tif err := c.enter(); err != nil {\n\t\treturn nil, lp.closedWhileWaiting()\n\t}\n\tdefer c.bg.Done()\n\tl := c.handedLock(lp.key, a.token, lp.ttl, true)\n\tc.retire",
+		to:      "\tl := c.handedLock(lp.key, a.token, lp.ttl, true)\n\tc.retire",
+		killers: "TestCloseDuringATakenHandOffReturnsNoLock/notices",
+	},
+	{
+		name:    "probed-hand-off-ignores-close",
+		file:    "wants.go",
+		from:    "\tif err := c.enter(); err != nil {\n\t\treturn nil, lp.closedWhileWaiting()\n\t}\n\tdefer c.bg.Done()\n\tl := c.handedLock(lp.key, a.token, lp.ttl, true)\n\tif won",
+		to:      "\tl := c.handedLock(lp.key, a.token, lp.ttl, true)\n\tif won",
+		killers: "TestCloseDuringATakenHandOffReturnsNoLock/probe",
+	},
+	{
 		name:    "late-hand-off-releases-want-locks-only-expired-here",
 		file:    "wants.go",
 		from:    "	if r.l != nil && !r.l.letGo() {\n\t\treturn",
