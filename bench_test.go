@@ -134,8 +134,9 @@ func withoutHandOff() Option {
 // commands sent per acquisition (go-redis commands plus the
 // SUBSCRIBE/UNSUBSCRIBE calls the servers saw), the p99 wait in Lock, the
 // share of acquisitions won by the worker that held the lock just before,
-// and the share of turns passed by a hand-off (the rest went through a
-// release and an acquisition).
+// the share of turns passed by a hand-off (the rest went through a release
+// and an acquisition), and the median turn: from a holder's Unlock call to
+// the next holder's Lock returning.
 func BenchmarkContended(b *testing.B) {
 	servers := redistest.StartN(b, 5)
 	for _, mode := range []string{"polling", "no-hand-off", "default"} {
@@ -188,7 +189,8 @@ func benchContended(b *testing.B, servers []*redistest.Server, shared bool, opts
 	}
 	key := fmt.Sprintf("contended:%d", b.N)
 	var mu sync.Mutex
-	var waits []time.Duration
+	var waits, turns []time.Duration
+	var unlocking atomic.Int64 // when the last holder called Unlock (UnixNano); 0: none yet
 	last, same, total := -1, 0, 0
 	var wg sync.WaitGroup
 	subs0, cmds0, srv0 := subs(), cmds(), serverCommands(b, admins)
@@ -204,12 +206,16 @@ func benchContended(b *testing.B, servers []*redistest.Server, shared bool, opts
 					b.Error(err)
 					return
 				}
-				waited := time.Since(start)
+				now := time.Now()
+				waited := now.Sub(start)
 				mu.Lock()
 				done := total >= b.N
 				if !done {
 					total++
 					waits = append(waits, waited)
+					if u := unlocking.Swap(0); u != 0 {
+						turns = append(turns, time.Duration(now.UnixNano()-u))
+					}
 					if w == last {
 						same++
 					}
@@ -217,6 +223,7 @@ func benchContended(b *testing.B, servers []*redistest.Server, shared bool, opts
 				}
 				mu.Unlock()
 				time.Sleep(hold) // the critical section
+				unlocking.Store(time.Now().UnixNano())
 				_ = l.Unlock(bg)
 				if done {
 					return
@@ -236,6 +243,10 @@ func benchContended(b *testing.B, servers []*redistest.Server, shared bool, opts
 	b.ReportMetric(float64(srv)/float64(total), "srv-cmds/acq")
 	b.ReportMetric(float64(waits[len(waits)*99/100].Microseconds())/1000, "p99-wait-ms")
 	b.ReportMetric(100*float64(same)/float64(total), "same-worker-%")
+	if len(turns) > 0 {
+		slices.Sort(turns)
+		b.ReportMetric(float64(turns[len(turns)/2].Nanoseconds())/1000, "turn-µs")
+	}
 	var handed int64 // turns passed by a hand-off, within a Client or across
 	for i, c := range cs {
 		if i == 0 || !shared {

@@ -186,8 +186,9 @@ func BenchmarkUncontended(b *testing.B) {
 // BenchmarkContended: 8 workers, each its own locker with its own go-redis
 // clients (8 processes), take one key in turn and hold it 1 ms, until b.N
 // acquisitions in all. ns/op is the time per acquisition. Custom metrics:
-// the p99 wait for the lock, and server commands per acquisition counting
-// those run inside scripts.
+// the p99 wait for the lock, server commands per acquisition counting
+// those run inside scripts, and the median turn: from a holder's release
+// call to the next holder's wait returning.
 func BenchmarkContended(b *testing.B) {
 	for _, im := range impls {
 		if strings.HasPrefix(im.name, "floor") {
@@ -207,10 +208,12 @@ func BenchmarkContended(b *testing.B) {
 			}
 			srv := serverCommands(b, servers)
 			var (
-				mu    sync.Mutex
-				waits []time.Duration
-				total int
-				wg    sync.WaitGroup
+				mu        sync.Mutex
+				waits     []time.Duration
+				turns     []time.Duration // from a holder's release call to the next wait's return
+				unlocking atomic.Int64    // when the last holder called release (UnixNano); 0: none yet
+				total     int
+				wg        sync.WaitGroup
 			)
 			b.ResetTimer()
 			for w := range workers {
@@ -224,14 +227,19 @@ func BenchmarkContended(b *testing.B) {
 							b.Error(err)
 							return
 						}
+						now := time.Now()
 						mu.Lock()
 						done := total >= b.N
 						if !done {
 							total++
-							waits = append(waits, time.Since(start))
+							waits = append(waits, now.Sub(start))
+							if u := unlocking.Swap(0); u != 0 {
+								turns = append(turns, time.Duration(now.UnixNano()-u))
+							}
 						}
 						mu.Unlock()
 						time.Sleep(time.Millisecond) // the critical section
+						unlocking.Store(time.Now().UnixNano())
 						_ = release()
 						if done {
 							return
@@ -247,6 +255,10 @@ func BenchmarkContended(b *testing.B) {
 			slices.Sort(waits)
 			b.ReportMetric(float64(waits[len(waits)*99/100].Microseconds())/1000, "p99-wait-ms")
 			b.ReportMetric(float64(srv())/float64(total), "srv-cmds/acq")
+			if len(turns) > 0 {
+				slices.Sort(turns)
+				b.ReportMetric(float64(turns[len(turns)/2].Nanoseconds())/1000, "turn-µs")
+			}
 		})
 	}
 }
