@@ -569,7 +569,7 @@ func (c *Client) handedLock(key, token string, ttl time.Duration, widen bool) *L
 func (lp *waitLoop) confirm(l *Lock) (won bool, err error) {
 	c := lp.c
 	if err := c.enter(); err != nil {
-		return false, err
+		return false, lp.closedWhileWaiting()
 	}
 	defer c.bg.Done()
 	start := time.Now()
