@@ -36,6 +36,9 @@ type testHooks struct {
 	// its want, on its goroutine: first thing in takeHanded (wants.go);
 	// in probe, once the nodes confirmed the hand-off.
 	takingHandOff func()
+	// confirming runs first thing in a waiter's confirmation round
+	// (confirm, wants.go), on its goroutine.
+	confirming func()
 
 	handOffs       atomic.Int64 // locks Unlock passed straight to a local waiter
 	remoteHandOffs atomic.Int64 // locks Unlock passed straight to another Client's waiter

@@ -568,6 +568,9 @@ func (c *Client) handedLock(key, token string, ttl time.Duration, widen bool) *L
 // start.
 func (lp *waitLoop) confirm(l *Lock) (won bool, err error) {
 	c := lp.c
+	if h := c.cfg.test.confirming; h != nil {
+		h()
+	}
 	if err := c.enter(); err != nil {
 		return false, lp.closedWhileWaiting()
 	}

@@ -1477,18 +1477,30 @@ func TestALateHandOffLeavesAHandedLockResumedElsewhere(t *testing.T) {
 // in 6). The waiter's Lock returns ErrClosed, and the key is left to
 // nobody. The same for a waiter that missed the hand-off's notices and
 // found it by asking the masters (probe), with Close beginning as it takes
-// the lock: Close waits for it, and the lock is the caller's.
+// the lock: Close waits for it, and the lock is the caller's. And for a
+// waiter whose confirmation round, after a long wait, meets Close: it
+// returned ErrClosed, and left its token on every master for the TTL
+// (the second adversary review).
 func TestCloseDuringATakenHandOffReturnsNoLock(t *testing.T) {
-	for _, heard := range []bool{true, false} {
-		name := map[bool]string{true: "notices", false: "probe"}[heard]
+	for _, name := range []string{"notices", "probe", "confirm"} {
+		heard := name != "probe"
 		t.Run(name, func(t *testing.T) {
 			r := startReal(t, 5)
 			holderC, otherC := r.client(), r.client()
 			waiterC := r.client(WithRetryDelay(scaled(10*time.Millisecond), scaled(100*time.Millisecond)))
 			reached, gate := make(chan struct{}, 1), make(chan struct{})
-			waiterC.cfg.test.takingHandOff = func() {
+			hold := func() {
 				reached <- struct{}{}
 				<-gate
+			}
+			if name == "confirm" {
+				// Less than half the TTL left of the want's validity, as
+				// after a long wait: the waiter confirms the lock first,
+				// and Close begins as it does.
+				waiterC.cfg.driftFactor = 0.6
+				waiterC.cfg.test.confirming = hold
+			} else {
+				waiterC.cfg.test.takingHandOff = hold
 			}
 			holder := holding(t, holderC)
 			res := tryLockAsync(waiterC, "k", time.Minute)

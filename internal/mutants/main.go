@@ -985,6 +985,13 @@ var mutants = []mutant{
 		killers: "TestCloseDuringATakenHandOffReturnsNoLock/probe",
 	},
 	{
+		name:    "confirmation-closed-keeps-its-token",
+		file:    "wants.go",
+		from:    "\tc.retire(lp.key, a.token, lp.ttl, nil)\n\tif err != nil {\n\t\treturn nil, err\n\t}",
+		to:      "\tif err != nil {\n\t\treturn nil, err\n\t}\n\tc.retire(lp.key, a.token, lp.ttl, nil)",
+		killers: "TestCloseDuringATakenHandOffReturnsNoLock/confirm",
+	},
+	{
 		name:    "late-hand-off-releases-want-locks-only-expired-here",
 		file:    "wants.go",
 		from:    "	if r.l != nil && !r.l.letGo() {\n\t\treturn",
