@@ -224,7 +224,7 @@ var mutants = []mutant{
 	{
 		name:    "backing-off-lock-ignores-close",
 		file:    "retry.go",
-		from:    "	case <-lp.c.closing:\n		return 0, fmt.Errorf(\"%w: %q: %w while waiting\", ErrNotObtained, lp.key, ErrClosed)\n",
+		from:    "	case <-lp.c.closing:\n		return 0, lp.closedWhileWaiting()\n",
 		to:      "",
 		killers: "TestCloseEndsALockWaitingOnItsBackoff",
 	},
