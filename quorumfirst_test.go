@@ -228,7 +228,20 @@ func TestQuorumFirstHedgesAHungPreferredMaster(t *testing.T) {
 		t.Errorf("TryLock took %v with a hung preferred master, want a hedge, well under the node deadline %v", took, deadline)
 	}
 	<-arrived // it was asked first
-	if _, reserves := preferredOf(c, "k"); !contains(reserves, hung) {
+	now := time.Now().UnixNano()
+	if c.nodes[hung].slowUntil.Load() <= now {
+		t.Errorf("the hung master %d is not marked slow", hung)
+	}
+	// On a loaded machine the hedge may find the other preferred masters
+	// still on their way too, and mark them slow as well (a rehearsal's race
+	// run, 1 in 240 side by side): then the reserves are two of the slow.
+	slow := 0
+	for _, n := range c.nodes {
+		if n.slowUntil.Load() > now {
+			slow++
+		}
+	}
+	if _, reserves := preferredOf(c, "k"); !contains(reserves, hung) && slow <= len(reserves) {
 		t.Errorf("the hung master %d is still asked first: reserves %v", hung, reserves)
 	}
 	unblock()
