@@ -802,18 +802,7 @@ func TestCloseLeavesAHandedLockResumedElsewhere(t *testing.T) {
 	if err := holder.Unlock(bg); err != nil { // handed to the waiter's want
 		t.Fatal(err)
 	}
-	got := <-res
-	if got.err != nil {
-		t.Fatal(got.err)
-	}
-	if n := waiterC.cfg.test.handedLocks.Load(); n != 1 {
-		t.Fatalf("the waiter's lock came of %d hand-offs, want 1: the case is not staged", n)
-	}
-	resumed, err := nextC.Resume(bg, "k", got.l.Token(), time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	<-got.l.Done() // its validity ended here; the lock lives on in nextC
+	resumed := handedThenResumed(t, res, waiterC, nextC)
 	if err := waiterC.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -824,6 +813,26 @@ func TestCloseLeavesAHandedLockResumedElsewhere(t *testing.T) {
 	if err := resumed.Extend(bg, time.Minute); err != nil {
 		t.Fatalf("the resumed lock's Extend after the first Client's Close: %v", err)
 	}
+}
+
+// handedThenResumed takes the waiter's lock from res, which must have come
+// of a hand-off, passes it to next (Token, then Resume), and waits until
+// its validity ended in the waiter's Client: the lock lives on in next.
+func handedThenResumed(t *testing.T, res <-chan lockResult, waiterC, next *Client) *Lock {
+	t.Helper()
+	got := <-res
+	if got.err != nil {
+		t.Fatal(got.err)
+	}
+	if n := waiterC.cfg.test.handedLocks.Load(); n != 1 {
+		t.Fatalf("the waiter's lock came of %d hand-offs, want 1: the case is not staged", n)
+	}
+	resumed, err := next.Resume(bg, "k", got.l.Token(), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-got.l.Done()
+	return resumed
 }
 
 // TestConcurrentClosesWithAWantOut: two Closes at once, while a waiter's
@@ -1432,18 +1441,7 @@ func TestALateHandOffLeavesAHandedLockResumedElsewhere(t *testing.T) {
 	if err := holder.Unlock(bg); err != nil { // handed to the waiter's want on masters 0 to 3
 		t.Fatal(err)
 	}
-	got := <-res
-	if got.err != nil {
-		t.Fatal(got.err)
-	}
-	if n := waiterC.cfg.test.handedLocks.Load(); n != 1 {
-		t.Fatalf("the waiter's lock came of %d hand-offs, want 1: the case is not staged", n)
-	}
-	resumed, err := nextC.Resume(bg, "k", got.l.Token(), time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	<-got.l.Done() // its validity ended here; the lock lives on in nextC
+	resumed := handedThenResumed(t, res, waiterC, nextC)
 	for len(heard) > 0 {
 		<-heard // master 4's notices before the hand-off
 	}
