@@ -766,14 +766,7 @@ func TestCloseReleasesAHandOffToAWantItGaveUpLately(t *testing.T) {
 	if err := <-res; !errors.Is(err, context.Canceled) {
 		t.Fatalf("the waiter's Lock = %v, want context.Canceled", err)
 	}
-	closed := make(chan error, 1)
-	go func() { closed <- waiterC.Close() }()
-	within(t, scaled(5*time.Second), "the waiter's Client closing", func() bool {
-		for !waiterC.isClosed() {
-			time.Sleep(time.Millisecond) // Close offers no signal before it returns
-		}
-		return true
-	})
+	closed := closing(t, waiterC)
 	open()
 	if err := <-unlocked; err != nil {
 		t.Fatalf("the holder's Unlock: %v", err)
@@ -813,6 +806,22 @@ func TestCloseLeavesAHandedLockResumedElsewhere(t *testing.T) {
 	if err := resumed.Extend(bg, time.Minute); err != nil {
 		t.Fatalf("the resumed lock's Extend after the first Client's Close: %v", err)
 	}
+}
+
+// closing starts c's Close in the background, and returns once c is
+// closed for new calls (Close offers no signal before it returns); the
+// channel gets Close's result.
+func closing(t *testing.T, c *Client) chan error {
+	t.Helper()
+	closed := make(chan error, 1)
+	go func() { closed <- c.Close() }()
+	within(t, scaled(5*time.Second), "the Client closing", func() bool {
+		for !c.isClosed() {
+			time.Sleep(time.Millisecond) // Close offers no signal before it returns
+		}
+		return true
+	})
+	return closed
 }
 
 // handedThenResumed takes the waiter's lock from res, which must have come
@@ -1517,14 +1526,7 @@ func TestCloseDuringATakenHandOffReturnsNoLock(t *testing.T) {
 				}
 			}
 			within(t, scaled(5*time.Second), "the waiter taking the hand-off", func() struct{} { return <-reached })
-			closed := make(chan error, 1)
-			go func() { closed <- waiterC.Close() }()
-			within(t, scaled(5*time.Second), "the waiter's Client closing", func() bool {
-				for !waiterC.isClosed() {
-					time.Sleep(time.Millisecond) // Close offers no signal before it returns
-				}
-				return true
-			})
+			closed := closing(t, waiterC)
 			// Close may finish first (before the fix it did, and released
 			// the want's token), or wait for the waiter: either order must
 			// hold.
