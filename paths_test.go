@@ -814,24 +814,40 @@ func TestCloseDoesNotStallWaitersBehindAHungSubscription(t *testing.T) {
 // a NOSCRIPT, and stops waiting after limit (a master that truly was not
 // sent), so that a test fails on its own check rather than hangs here.
 func sentTogether(script *luaScript, clients []redis.UniversalClient, limit time.Duration) {
-	b := &sendBarrier{n: len(clients), limit: limit}
+	together(&sendBarrier{n: len(clients), limit: limit}, script, clients)
+}
+
+// firstSentTogether is sentTogether for the first round only: the next
+// go out as they come (a master's may wait behind a held reply).
+func firstSentTogether(script *luaScript, clients []redis.UniversalClient, limit time.Duration) {
+	together(&sendBarrier{n: len(clients), limit: limit, rounds: 1}, script, clients)
+}
+
+func together(b *sendBarrier, script *luaScript, clients []redis.UniversalClient) {
 	for i, c := range clients {
 		c.AddHook(&barrierHook{b: b, node: i, filter: &scriptHook{script: script}})
 	}
 }
 
-// A sendBarrier lets a round's requests go once all n arrived.
+// A sendBarrier lets a round's requests go once all n arrived, for its
+// first rounds rounds (0: every round).
 type sendBarrier struct {
-	n     int
-	limit time.Duration
+	n      int
+	limit  time.Duration
+	rounds int
 
 	mu      sync.Mutex
 	arrived map[int]bool // this round's
 	open    chan struct{}
+	opened  int
 }
 
 func (b *sendBarrier) arrive(node int) {
 	b.mu.Lock()
+	if b.rounds > 0 && b.opened >= b.rounds {
+		b.mu.Unlock()
+		return
+	}
 	if b.open == nil || b.arrived[node] { // a node's second arrival is the next round's
 		b.open, b.arrived = make(chan struct{}), map[int]bool{}
 	}
@@ -840,6 +856,7 @@ func (b *sendBarrier) arrive(node int) {
 	if len(b.arrived) == b.n {
 		close(open)
 		b.open = nil
+		b.opened++
 	}
 	b.mu.Unlock()
 	select {

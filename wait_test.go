@@ -532,8 +532,12 @@ func TestAWaitersNextAttemptFindsItsLastOnesTokenGone(t *testing.T) {
 			}
 		}}))
 	watching(t, w, "k") // subscribed before the first attempt: no subscription's gap wakes the waiter
+	// Four refusals could decide the attempt before master 0 was sent its
+	// request, which then never is. (Only the first: the next attempt's
+	// request to master 0 waits behind the held reply.)
+	firstSentTogether(acquireScript, goRedisClients(w), scaled(5*time.Second))
 	res := tryLockAsync(w, "k", time.Minute)
-	<-reached // its token is on master 0, the reply held
+	awaitHeld(t, reached, 1) // its token is on master 0, the reply held
 	for range 4 {
 		<-replies // masters 1 to 4 refused: the attempt lost
 	}

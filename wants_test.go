@@ -1244,6 +1244,26 @@ func heldAttempts(t *testing.T, r *realNodes, script *luaScript, nodes []int, op
 	return c, held, open
 }
 
+// goRedisClients returns c's masters' go-redis clients, for hooks added
+// after New.
+func goRedisClients(c *Client) []redis.UniversalClient {
+	clients := make([]redis.UniversalClient, len(c.nodes))
+	for i, n := range c.nodes {
+		clients[i] = n.client
+	}
+	return clients
+}
+
+// awaitHeld waits for n requests of heldAttempts' Client to be held at its
+// hook, and fails the test if they are not within seconds: a request the
+// round decided before it was sent never comes.
+func awaitHeld(t *testing.T, reached <-chan struct{}, n int) {
+	t.Helper()
+	for i := range n {
+		within(t, scaled(5*time.Second), fmt.Sprintf("held request %d of %d", i+1, n), func() bool { <-reached; return true })
+	}
+}
+
 // TestALateMajorityAttemptAnnouncesItsRollback: another Client's attempt
 // set its token on every master, and lost anyway: three of its replies came
 // after its node deadline. A waiter that tried meanwhile was refused by a
@@ -1261,9 +1281,7 @@ func TestALateMajorityAttemptAnnouncesItsRollback(t *testing.T) {
 	if _, err := a.TryLock(bg, "k", time.Minute); !errors.Is(err, ErrNotObtained) {
 		t.Fatalf("the late attempt's TryLock = %v, want ErrNotObtained", err)
 	}
-	for range 3 {
-		<-reached // its token is on masters 0, 1 and 2, its replies held
-	}
+	awaitHeld(t, reached, 3) // its token is on masters 0, 1 and 2, its replies held
 	res := tryLockAsync(w, "k", time.Minute)
 	wantKnown(t, h, "k", 1) // refused by a majority for the late attempt's token: its want is out
 	open()
@@ -1281,14 +1299,16 @@ func TestAMinorityAttemptsRollbackIsSilent(t *testing.T) {
 		r.take(i, "k", "other", time.Minute)
 	}
 	a, reached, open := heldAttempts(t, r, acquireScript, []int{3, 4})
+	// Every request of the attempt goes out: the three refusals could
+	// decide it before masters 3 and 4 were sent theirs, which then never
+	// are (seen under load: the test waited for them until its timeout).
+	sentTogether(acquireScript, goRedisClients(a), scaled(5*time.Second))
 	w := r.client(WithRetryDelay(time.Minute, time.Minute))
 	h := subscribedWaiter(t, r, w)
 	if _, err := a.TryLock(bg, "k", time.Minute); !errors.Is(err, ErrNotObtained) {
 		t.Fatalf("the split attempt's TryLock = %v, want ErrNotObtained", err)
 	}
-	for range 2 {
-		<-reached // its token is on masters 3 and 4, its yeses held
-	}
+	awaitHeld(t, reached, 2) // its token is on masters 3 and 4, its yeses held
 	// The waiter's attempt goes to every master: three refusals could
 	// decide it before masters 3 and 4 were sent theirs, and then nothing
 	// marks the key there (seen under load).
@@ -1337,9 +1357,7 @@ func TestALateMajorityMultiKeyAttemptAnnouncesItsRollback(t *testing.T) {
 	if _, err := a.TryLockMulti(bg, []string{"k", "k2"}, time.Minute); !errors.Is(err, ErrNotObtained) {
 		t.Fatalf("the late attempt's TryLockMulti = %v, want ErrNotObtained", err)
 	}
-	for range 3 {
-		<-reached // its token is on masters 0, 1 and 2, its replies held
-	}
+	awaitHeld(t, reached, 3) // its token is on masters 0, 1 and 2, its replies held
 	res := tryLockAsync(w, "k", time.Minute)
 	wantKnown(t, h, "k", 1)
 	var before [5]int
