@@ -12,9 +12,11 @@
 // generator (TestChaos/20), which knows nothing of the bug: the report says
 // whether it caught it too. Only the named tests decide the exit status.
 //
-// Each mutant is a literal replacement that must match exactly once. Its
-// copy keeps only the tests that run (most of a build is the tests), and
-// the next mutant builds while this one's tests run.
+// Each mutant is a literal replacement that must match exactly once. Most
+// share one build, in which the environment chooses the mutant at run time
+// (schemata.go); -alone builds each by itself, as the others always are:
+// a copy that keeps only the tests that run (most of a build is the
+// tests), built a few ahead while the tests run.
 package main
 
 import (
@@ -34,6 +36,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -1005,6 +1008,8 @@ func main() {
 	timeout := flag.Duration("timeout", 5*time.Minute, "for one mutant's tests")
 	generator := flag.Int("generator", 0, "also run this many calls of the fault generator on each mutant")
 	seed := flag.String("seed", "", "REDLOCK_CHAOS_SEED for the generator (default: random)")
+	alone := flag.Bool("alone", false, "build every mutant alone, none in the shared build")
+	parallel := flag.Int("parallel", 2, "run this many mutants' tests side by side (they mostly wait on the masters)")
 	flag.Parse()
 
 	root, err := moduleRoot()
@@ -1017,81 +1022,89 @@ func main() {
 			chosen = append(chosen, m)
 		}
 	}
-	// The next mutant builds while this one's tests run: builds take
-	// most of the CPU and tests mostly wait on the masters.
+	// Most mutants share one build (schemata.go); the others build alone,
+	// a few ahead, while the tests run: builds take most of the CPU and
+	// tests mostly wait on the masters.
+	var in map[int]bool
+	var shared *build
+	if !*alone {
+		shared, in = buildShared(root, chosen, *timeout)
+	}
 	built := make(chan *build)
 	go func() {
 		defer close(built)
-		for _, m := range chosen {
-			built <- prepare(root, m, *timeout, *generator > 0)
+		ahead := make(chan *build, 4)
+		go func() {
+			defer close(ahead)
+			for i, m := range chosen {
+				if !in[i] {
+					ahead <- prepare(root, m, *timeout, *generator > 0)
+				}
+			}
+		}()
+		for i, m := range chosen {
+			if in[i] {
+				b := *shared
+				b.m, b.env = m, []string{schemataEnv + "=" + strconv.Itoa(i)}
+				built <- &b
+			}
+		}
+		for b := range ahead {
+			built <- b
 		}
 	}()
 	survived, broken, ran := 0, 0, 0
 	var failed []string // named again at the end, where a CI log's tail shows them
 	var flaky []string  // killed only on a second run: their killers need work
 	var buildTime, waited time.Duration
-	for {
-		wait := time.Now()
-		b, ok := <-built
-		if !ok {
-			break
-		}
-		waited += time.Since(wait)
-		buildTime += b.took
-		m := b.m
-		ran++
-		start := time.Now()
-		pattern := "^(" + m.killers + ")$"
-		if strings.Contains(m.killers, "/") {
-			pattern = m.killers // a subtest: the testing package splits the pattern at each slash
-		}
-		verdict, detail := b.verdict, b.detail
-		if verdict == "" {
-			verdict, detail = b.try(pattern, nil, *timeout)
-		}
-		if verdict == "SURVIVED" {
-			// Once more: a killer that depends on the order of the
-			// masters' replies may pass by chance. A mutant killed
-			// only then is named as such, so the weak test shows.
-			if again, _ := b.try(pattern, nil, *timeout); again == "killed" {
-				verdict = "killed*"
-				flaky = append(flaky, m.name)
+	var mu sync.Mutex // the above, and the output
+	var wg sync.WaitGroup
+	for range max(*parallel, 1) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				wait := time.Now()
+				b, ok := <-built
+				if !ok {
+					return
+				}
+				var out strings.Builder
+				verdict, detail, flakily := b.run(&out, *timeout, *generator, *seed)
+				b.remove()
+				mu.Lock()
+				waited += time.Since(wait) - b.ran
+				if !b.shared {
+					buildTime += b.took
+				}
+				ran++
+				fmt.Print(out.String())
+				if flakily {
+					flaky = append(flaky, b.m.name)
+				}
+				switch verdict {
+				case "killed", "killed*":
+				case "SURVIVED":
+					survived++
+					failed = append(failed, b.m.name+" survived")
+					fmt.Println(indent(detail))
+				default:
+					broken++
+					failed = append(failed, b.m.name+" "+verdict)
+					fmt.Println(indent(detail))
+				}
+				mu.Unlock()
 			}
-		}
-		// The time of its tests: its build overlapped the previous
-		// mutant's tests.
-		fmt.Printf("%-36s %-8s %6.1fs  %s\n", m.name, verdict, time.Since(start).Seconds(), m.killers)
-		if b.note != "" {
-			fmt.Println(indent(b.note))
-		}
-		if *generator > 0 && b.verdict == "" {
-			start := time.Now()
-			env := []string{"REDLOCK_CHAOS_SEED=" + *seed}
-			if *seed == "" {
-				env = nil
-			}
-			g, out := b.try("^TestChaos$/^20_", append(env, fmt.Sprintf("-chaos.ops=%d", *generator)), *timeout)
-			if g == "killed" && !violation.MatchString(out) {
-				g = "FAILED" // for another reason than a property: see its output
-				fmt.Println(indent(out))
-			}
-			fmt.Printf("%-36s %-8s %6.1fs  the fault generator, %d calls\n", "", g, time.Since(start).Seconds(), *generator)
-		}
-		b.remove()
-		switch verdict {
-		case "killed", "killed*":
-		case "SURVIVED":
-			survived++
-			failed = append(failed, m.name+" survived")
-			fmt.Println(indent(detail))
-		default:
-			broken++
-			failed = append(failed, m.name+" "+verdict)
-			fmt.Println(indent(detail))
-		}
+		}()
 	}
+	wg.Wait()
 	fmt.Printf("%d mutants: %d killed, %d survived, %d did not apply or build\n", ran, ran-survived-broken, survived, broken)
-	fmt.Printf("builds took %.0fs in all, %.0fs of which the tests waited for\n", buildTime.Seconds(), waited.Seconds())
+	if shared != nil {
+		fmt.Printf("%d of them in one build, %.0fs\n", len(in), shared.took.Seconds())
+		shared.shared = false
+		shared.remove()
+	}
+	fmt.Printf("builds alone took %.0fs in all, %.0fs of which the tests waited for\n", buildTime.Seconds(), waited.Seconds())
 	for _, f := range failed {
 		fmt.Println("  " + f)
 	}
@@ -1103,14 +1116,86 @@ func main() {
 	}
 }
 
+// run runs b's killers, and the fault generator's calls when generator is
+// set, and writes its report to out: the verdict and its detail, and
+// whether the mutant was killed only by a second run.
+func (b *build) run(out io.Writer, timeout time.Duration, generator int, seed string) (verdict, detail string, flakily bool) {
+	start := time.Now()
+	defer func() { b.ran = time.Since(start) }()
+	m := b.m
+	pattern := "^(" + m.killers + ")$"
+	if strings.Contains(m.killers, "/") {
+		pattern = m.killers // a subtest: the testing package splits the pattern at each slash
+	}
+	verdict, detail = b.verdict, b.detail
+	if verdict == "" {
+		verdict, detail = b.try(pattern, nil, timeout)
+	}
+	if verdict == "SURVIVED" {
+		// Once more: a killer that depends on the order of the masters'
+		// replies may pass by chance. A mutant killed only then is named
+		// as such, so the weak test shows.
+		if again, _ := b.try(pattern, nil, timeout); again == "killed" {
+			verdict, flakily = "killed*", true
+		}
+	}
+	// The time of its tests: its build overlapped other mutants' tests.
+	fmt.Fprintf(out, "%-36s %-8s %6.1fs  %s\n", m.name, verdict, time.Since(start).Seconds(), m.killers)
+	if b.note != "" {
+		fmt.Fprintln(out, indent(b.note))
+	}
+	if generator > 0 && b.verdict == "" {
+		start := time.Now()
+		env := []string{"REDLOCK_CHAOS_SEED=" + seed}
+		if seed == "" {
+			env = nil
+		}
+		g, gout := b.try("^TestChaos$/^20_", append(env, fmt.Sprintf("-chaos.ops=%d", generator)), timeout)
+		if g == "killed" && !violation.MatchString(gout) {
+			g = "FAILED" // for another reason than a property: see its output
+			fmt.Fprintln(out, indent(gout))
+		}
+		fmt.Fprintf(out, "%-36s %-8s %6.1fs  the fault generator, %d calls\n", "", g, time.Since(start).Seconds(), generator)
+	}
+	return verdict, detail, flakily
+}
+
 // A build is one mutant applied to a fresh copy of the module, and its
 // test binary; verdict is set when it could not be made.
 type build struct {
 	m               mutant
 	dir, bin        string
 	verdict, detail string
-	note            string // on how it was built
-	took            time.Duration
+	note            string        // on how it was built
+	took, ran       time.Duration // building it; running its tests
+	env             []string      // for its test binary: which mutant, in a shared build
+	shared          bool          // the build holds other mutants too: remove it once, at the end
+}
+
+// buildShared puts what it can of chosen into one build (schemata.go), and
+// returns it, with the indexes of the mutants it holds; nil when it could
+// not be made (then every mutant is built alone).
+func buildShared(root string, chosen []mutant, timeout time.Duration) (*build, map[int]bool) {
+	start := time.Now()
+	dir, in, err := schemata(root, chosen)
+	b := &build{dir: dir, shared: true}
+	if err == nil && len(in) > 0 {
+		var out []byte
+		b.bin, out, err = buildSchemata(dir, timeout)
+		if err != nil {
+			err = fmt.Errorf("%w\n%s", err, tail(out))
+		}
+	}
+	b.took = time.Since(start)
+	if err != nil || len(in) == 0 {
+		if err != nil {
+			fmt.Printf("the shared build failed, so every mutant builds alone: %v\n", err)
+		}
+		b.shared = false
+		b.remove()
+		return nil, nil
+	}
+	return b, in
 }
 
 // prepare applies m to a fresh copy of the module and builds the copy's
@@ -1321,9 +1406,10 @@ func isTestFunc(name string) bool {
 	return false
 }
 
-// remove deletes the build's copy of the module.
+// remove deletes the build's copy of the module, unless other mutants
+// share it.
 func (b *build) remove() {
-	if b.dir != "" {
+	if b.dir != "" && !b.shared {
 		_ = os.RemoveAll(b.dir)
 	}
 }
@@ -1336,7 +1422,7 @@ func (b *build) try(run string, extra []string, timeout time.Duration) (verdict,
 	// failfast: once one killer failed, the mutant is killed; the others
 	// need not run.
 	args := []string{"-test.count=1", "-test.failfast", "-test.run", run, "-test.timeout", timeout.String()}
-	var env []string
+	env := slices.Clone(b.env)
 	for _, e := range extra {
 		if strings.HasPrefix(e, "-") {
 			args = append(args, e)
