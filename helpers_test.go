@@ -534,3 +534,23 @@ func (h *batchHold) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 func (h *batchHold) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error { h.hold(cmds); return next(ctx, cmds) }
 }
+
+// goRedisClients returns c's masters' go-redis clients, for hooks added
+// after New.
+func goRedisClients(c *Client) []redis.UniversalClient {
+	clients := make([]redis.UniversalClient, len(c.nodes))
+	for i, n := range c.nodes {
+		clients[i] = n.client
+	}
+	return clients
+}
+
+// awaitHeld waits for n requests of heldAttempts' Client to be held at its
+// hook, and fails the test if they are not within seconds: a request the
+// round decided before it was sent never comes.
+func awaitHeld(t *testing.T, reached <-chan struct{}, n int) {
+	t.Helper()
+	for i := range n {
+		within(t, scaled(5*time.Second), fmt.Sprintf("held request %d of %d", i+1, n), func() bool { <-reached; return true })
+	}
+}

@@ -1244,26 +1244,6 @@ func heldAttempts(t *testing.T, r *realNodes, script *luaScript, nodes []int, op
 	return c, held, open
 }
 
-// goRedisClients returns c's masters' go-redis clients, for hooks added
-// after New.
-func goRedisClients(c *Client) []redis.UniversalClient {
-	clients := make([]redis.UniversalClient, len(c.nodes))
-	for i, n := range c.nodes {
-		clients[i] = n.client
-	}
-	return clients
-}
-
-// awaitHeld waits for n requests of heldAttempts' Client to be held at its
-// hook, and fails the test if they are not within seconds: a request the
-// round decided before it was sent never comes.
-func awaitHeld(t *testing.T, reached <-chan struct{}, n int) {
-	t.Helper()
-	for i := range n {
-		within(t, scaled(5*time.Second), fmt.Sprintf("held request %d of %d", i+1, n), func() bool { <-reached; return true })
-	}
-}
-
 // TestALateMajorityAttemptAnnouncesItsRollback: another Client's attempt
 // set its token on every master, and lost anyway: three of its replies came
 // after its node deadline. A waiter that tried meanwhile was refused by a
