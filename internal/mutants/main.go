@@ -29,6 +29,7 @@ import (
 	"go/parser"
 	"go/token"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -1009,6 +1010,7 @@ func main() {
 	generator := flag.Int("generator", 0, "also run this many calls of the fault generator on each mutant")
 	seed := flag.String("seed", "", "REDLOCK_CHAOS_SEED for the generator (default: random)")
 	alone := flag.Bool("alone", false, "build every mutant alone, none in the shared build")
+	baseline := flag.Bool("baseline", false, "first run the shared build's killers with no mutant chosen: all must pass")
 	parallel := flag.Int("parallel", 2, "run this many mutants' tests side by side (they mostly wait on the masters)")
 	flag.Parse()
 
@@ -1029,6 +1031,19 @@ func main() {
 	var shared *build
 	if !*alone {
 		shared, in = buildShared(root, chosen, *timeout)
+	}
+	if *baseline && shared != nil {
+		start := time.Now()
+		run := baselineRun(chosen, in)
+		verdict, detail := shared.try(run, nil, 4**timeout)
+		passed := verdict == "SURVIVED" // what a mutant's passing tests are called
+		fmt.Printf("%-36s %-8s %6.1fs  the shared build's killers, no mutant chosen\n", "baseline", map[bool]string{true: "passed", false: "FAILED"}[passed], time.Since(start).Seconds())
+		if !passed { // a test failed without a mutant: a kill would prove nothing
+			fmt.Println(indent(detail))
+			shared.shared = false
+			shared.remove()
+			os.Exit(1)
+		}
 	}
 	built := make(chan *build)
 	go func() {
@@ -1114,6 +1129,26 @@ func main() {
 	if ran == 0 || survived > 0 || broken > 0 {
 		os.Exit(1)
 	}
+}
+
+// baselineRun is a -test.run pattern for the top-level tests that kill
+// the mutants of chosen in the shared build (in), but the fault suite's
+// (TestChaos: its scenarios run in the race run).
+func baselineRun(chosen []mutant, in map[int]bool) string {
+	names := map[string]bool{}
+	for i, m := range chosen {
+		if !in[i] {
+			continue
+		}
+		for _, alt := range strings.Split(m.killers, "|") {
+			name, _, _ := strings.Cut(alt, "/")
+			name = strings.TrimSuffix(strings.TrimPrefix(name, "^"), "$")
+			if name != "TestChaos" {
+				names[name] = true
+			}
+		}
+	}
+	return "^(" + strings.Join(slices.Sorted(maps.Keys(names)), "|") + ")$"
 }
 
 // run runs b's killers, and the fault generator's calls when generator is
