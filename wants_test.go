@@ -792,10 +792,17 @@ func TestCloseLeavesAHandedLockResumedElsewhere(t *testing.T) {
 	ttl := scaled(time.Second)
 	res := tryLockAsync(waiterC, "k", ttl)
 	wantKnown(t, holderC, "k", 1)
+	// The hand-off goes to every master: a round decided by four could
+	// leave the fifth's unsent (seen under load), and the resumed lock
+	// would hold four masters before Close began.
+	sentTogether(handoffScript, goRedisClients(holderC), scaled(5*time.Second))
 	if err := holder.Unlock(bg); err != nil { // handed to the waiter's want
 		t.Fatal(err)
 	}
 	resumed := handedThenResumed(t, res, waiterC, nextC)
+	if n := r.count("k", resumed.Token()); n != 5 {
+		t.Fatalf("before the first Client's Close, the resumed lock holds %d masters, want 5: the case is not staged: %q", n, r.values("k"))
+	}
 	if err := waiterC.Close(); err != nil {
 		t.Fatal(err)
 	}
