@@ -829,8 +829,8 @@ func together(b *sendBarrier, script *luaScript, clients []redis.UniversalClient
 	}
 }
 
-// A sendBarrier lets a round's requests go once all n arrived, for its
-// first rounds rounds (0: every round).
+// A sendBarrier lets a round's requests go once all n arrived, for the
+// first `rounds` rounds (0: every round).
 type sendBarrier struct {
 	n      int
 	limit  time.Duration

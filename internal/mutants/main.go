@@ -1035,10 +1035,13 @@ func main() {
 	if *baseline && shared != nil {
 		start := time.Now()
 		run := baselineRun(chosen, in)
-		verdict, detail := shared.try(run, nil, 4**timeout)
-		passed := verdict == "SURVIVED" // what a mutant's passing tests are called
-		fmt.Printf("%-36s %-8s %6.1fs  the shared build's killers, no mutant chosen\n", "baseline", map[bool]string{true: "passed", false: "FAILED"}[passed], time.Since(start).Seconds())
-		if !passed { // a test failed without a mutant: a kill would prove nothing
+		verdict, detail := shared.try(run, nil, 4*(*timeout)) // more than a hundred tests
+		status := "passed"
+		if verdict != "SURVIVED" { // what a mutant's passing tests are called
+			status = "FAILED"
+		}
+		fmt.Printf("%-36s %-8s %6.1fs  the shared build's killers, no mutant chosen\n", "baseline", status, time.Since(start).Seconds())
+		if status == "FAILED" { // a test failed without a mutant: a kill would prove nothing
 			fmt.Println(indent(detail))
 			shared.shared = false
 			shared.remove()
