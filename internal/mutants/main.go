@@ -1060,15 +1060,35 @@ func main() {
 				}
 			}
 		}()
-		for i, m := range chosen {
-			if in[i] {
+		// A build made alone goes to the tests as soon as it is ready,
+		// between the shared build's mutants, so that the builds never
+		// fall behind.
+		var pending <-chan *build = ahead
+		for i := 0; ; {
+			for i < len(chosen) && !in[i] {
+				i++
+			}
+			if i == len(chosen) {
+				break
+			}
+			select {
+			case b, ok := <-pending:
+				if !ok {
+					pending = nil // closed: a nil channel is never ready
+					continue
+				}
+				built <- b
+			default:
 				b := *shared
-				b.m, b.env = m, []string{schemataEnv + "=" + strconv.Itoa(i)}
+				b.m, b.env = chosen[i], []string{schemataEnv + "=" + strconv.Itoa(i)}
 				built <- &b
+				i++
 			}
 		}
-		for b := range ahead {
-			built <- b
+		if pending != nil {
+			for b := range pending {
+				built <- b
+			}
 		}
 	}()
 	survived, broken, ran := 0, 0, 0
