@@ -1156,16 +1156,15 @@ func main() {
 
 // baselineRun is a -test.run pattern for the top-level tests that kill
 // the mutants of chosen in the shared build (in), but the fault suite's
-// (TestChaos: its scenarios run in the race run).
+// (TestChaos: its scenarios run in the race run), as killerNames finds
+// them.
 func baselineRun(chosen []mutant, in map[int]bool) string {
 	names := map[string]bool{}
 	for i, m := range chosen {
 		if !in[i] {
 			continue
 		}
-		for _, alt := range strings.Split(m.killers, "|") {
-			name, _, _ := strings.Cut(alt, "/")
-			name = strings.TrimSuffix(strings.TrimPrefix(name, "^"), "$")
+		for _, name := range killerNames(m.killers) {
 			if name != "TestChaos" {
 				names[name] = true
 			}
