@@ -1287,14 +1287,7 @@ func prepare(root string, m mutant, timeout time.Duration, generator bool) *buil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	// -trimpath: the copy lives in a new directory each time, and without
-	// it every package of the module would miss the build cache; -vet=off:
-	// make check vets the code once.
-	compile := func() ([]byte, error) {
-		cmd := exec.CommandContext(ctx, "go", "test", "-c", "-o", b.bin, "-trimpath", "-vet=off", ".")
-		cmd.Dir = dir
-		return cmd.CombinedOutput()
-	}
+	compile := func() ([]byte, error) { return compileTests(ctx, dir, b.bin) }
 	// Builds set the pace of the table, and most of a build is the tests
 	// that will not run: the copy keeps only its killers.
 	keep := killerNames(m.killers)
@@ -1325,6 +1318,16 @@ func prepare(root string, m mutant, timeout time.Duration, generator bool) *buil
 		b.verdict, b.detail = "BROKEN", tail(out) // the mutant did not build
 	}
 	return b
+}
+
+// compileTests builds the test binary bin of the package in dir.
+// -trimpath: each copy lives in a new directory, and without it every
+// package of the module would miss the build cache; -vet=off: make check
+// vets the code once.
+func compileTests(ctx context.Context, dir, bin string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, "go", "test", "-c", "-o", bin, "-trimpath", "-vet=off", ".")
+	cmd.Dir = dir
+	return cmd.CombinedOutput()
 }
 
 // killerNames returns the top-level test functions a killers pattern

@@ -28,7 +28,6 @@ import (
 	"go/parser"
 	"go/token"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -78,7 +77,11 @@ func schemata(root string, ms []mutant) (dir string, in map[int]bool, err error)
 		pkg = f.Name.Name
 		var edits []edit
 		var copies []string
-		named := map[*ast.FuncDecl]bool{} // whose unnamed parameters were named
+		type names struct {
+			recv string
+			args []string
+		}
+		named := map[*ast.FuncDecl]names{} // whose unnamed parameters were named
 		for _, i := range idx {
 			m := ms[i]
 			if bytes.Count(src, []byte(m.from)) != 1 {
@@ -97,13 +100,16 @@ func schemata(root string, ms []mutant) (dir string, in map[int]bool, err error)
 				{at: nameAt - start, n: len(fn.Name.Name), text: name},
 			})
 			copies = append(copies, body)
-			if !named[fn] {
-				named[fn] = true
-				edits = append(edits, nameParams(fset, fn)...)
+			ns, ok := named[fn]
+			if !ok {
+				var e []edit
+				e, ns.recv, ns.args = params(fset, fn)
+				edits = append(edits, e...)
+				named[fn] = ns
 			}
 			edits = append(edits, edit{
 				at:   fset.Position(fn.Body.Lbrace).Offset + 1,
-				text: dispatch(fn, i, name),
+				text: dispatch(fn, i, name, ns.recv, ns.args),
 			})
 			in[i] = true
 		}
@@ -154,69 +160,52 @@ func enclosingFunc(fset *token.FileSet, f *ast.File, from, to int) *ast.FuncDecl
 	return nil
 }
 
-// nameParams names fn's receiver and parameters that have no name, or the
-// blank one, so that the dispatch can pass them on.
-func nameParams(fset *token.FileSet, fn *ast.FuncDecl) []edit {
-	var edits []edit
+// params names fn's receiver and parameters that have no name, or the
+// blank one, so that the dispatch can pass them on. It returns the edits
+// that name them, and the names of the receiver ("" for a function) and
+// of the parameters, as the dispatch passes them (a variadic one with
+// "...").
+func params(fset *token.FileSet, fn *ast.FuncDecl) (edits []edit, recv string, args []string) {
 	n := 0
-	for _, list := range []*ast.FieldList{fn.Recv, fn.Type.Params} {
-		if list == nil {
-			continue
+	name := func(id *ast.Ident, typ ast.Expr) string {
+		n++
+		switch {
+		case id == nil:
+			edits = append(edits, edit{at: fset.Position(typ.Pos()).Offset, text: fmt.Sprintf("zzp%d ", n)})
+		case id.Name == "_":
+			edits = append(edits, edit{at: fset.Position(id.Pos()).Offset, n: 1, text: fmt.Sprintf("zzp%d", n)})
+		default:
+			return id.Name
 		}
-		for _, field := range list.List {
-			if len(field.Names) == 0 {
-				edits = append(edits, edit{at: fset.Position(field.Type.Pos()).Offset, text: fmt.Sprintf("zzp%d ", n)})
-				n++
-				continue
-			}
-			for _, id := range field.Names {
-				if id.Name == "_" {
-					edits = append(edits, edit{at: fset.Position(id.Pos()).Offset, n: 1, text: fmt.Sprintf("zzp%d", n)})
-				}
-				n++
-			}
+		return fmt.Sprintf("zzp%d", n)
+	}
+	if fn.Recv != nil {
+		field := fn.Recv.List[0]
+		var id *ast.Ident
+		if len(field.Names) > 0 {
+			id = field.Names[0]
+		}
+		recv = name(id, field.Type)
+	}
+	for _, field := range fn.Type.Params.List {
+		suffix := ""
+		if _, variadic := field.Type.(*ast.Ellipsis); variadic {
+			suffix = "..."
+		}
+		if len(field.Names) == 0 {
+			args = append(args, name(nil, field.Type)+suffix)
+		}
+		for _, id := range field.Names {
+			args = append(args, name(id, field.Type)+suffix)
 		}
 	}
-	return edits
+	return edits, recv, args
 }
 
 // dispatch is the statement that starts fn: when mutant i is chosen, the
-// call of its copy, name, with fn's receiver, type and value parameters
-// (as nameParams named them).
-func dispatch(fn *ast.FuncDecl, i int, name string) string {
-	var args []string
-	n := 0
-	recv := ""
-	if fn.Recv != nil {
-		field := fn.Recv.List[0]
-		recv = fmt.Sprintf("zzp%d", n)
-		if len(field.Names) > 0 && field.Names[0].Name != "_" {
-			recv = field.Names[0].Name
-		}
-		n++
-	}
-	for _, field := range fn.Type.Params.List {
-		_, variadic := field.Type.(*ast.Ellipsis)
-		names := []string{}
-		if len(field.Names) == 0 {
-			names = append(names, fmt.Sprintf("zzp%d", n))
-			n++
-		}
-		for _, id := range field.Names {
-			if id.Name == "_" {
-				names = append(names, fmt.Sprintf("zzp%d", n))
-			} else {
-				names = append(names, id.Name)
-			}
-			n++
-		}
-		for _, a := range names {
-			if variadic {
-				a += "..."
-			}
-			args = append(args, a)
-		}
-	}
+// call of its copy, name, on recv with fn's type parameters and args (as
+// params named them).
+func dispatch(fn *ast.FuncDecl, i int, name, recv string, args []string) string {
 	call := name
 	if recv != "" {
 		call = recv + "." + name
@@ -257,8 +246,6 @@ func buildSchemata(dir string, timeout time.Duration) (bin string, out []byte, e
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	bin = filepath.Join(dir, "schemata.test")
-	cmd := exec.CommandContext(ctx, "go", "test", "-c", "-o", bin, "-trimpath", "-vet=off", ".")
-	cmd.Dir = dir
-	out, err = cmd.CombinedOutput()
+	out, err = compileTests(ctx, dir, bin)
 	return bin, out, err
 }
