@@ -134,6 +134,7 @@ func (l *Lock) handOff(ctx context.Context, to recipient, ttl time.Duration) han
 	if to.remote != nil {
 		nl = &Lock{c: c, key: l.key, token: to.remote.token, ttl: nttl, holds: newHolds(len(c.nodes))}
 		announce = newNotice(handedNotice, l.key, to.remote.client, to.remote.token, 0)
+		announce.channel = handedChannel(l.key, to.remote.client) // its Client alone hears it
 	} else {
 		var err error
 		if nl, err = c.newLock(l.key, nttl); err != nil {
@@ -156,7 +157,7 @@ func (l *Lock) handOff(ctx context.Context, to recipient, ttl time.Duration) han
 	own := c.wk.listening(l.key)
 	start := time.Now()
 	r := c.fanOut(context.WithoutCancel(ctx), "hand-off", l.key, c.deadline(start, nttl), nil, nttl, ho.on)
-	if ho.heard.Load() > own {
+	if ho.remote || ho.heard.Load() > own {
 		c.wk.othersListen(l.key, false)
 	}
 	l.endBy(r.decided)

@@ -207,20 +207,14 @@ func (n *node) noticeArgs(a *roundArgs) (channel, message any) {
 		return "", ""
 	}
 	if ch, ok := a.channel.(string); ok && ch != "" && n.isCluster() {
-		return n.channelOf(ch), a.message
+		return n.channelOf(a.key, ch), a.message
 	}
 	return a.channel, a.message
 }
 
-// channelOf is the channel on n for a notice on the plain channel ch: ch
-// itself, or on a Redis Cluster master the key's shard channel.
-func (n *node) channelOf(ch string) string {
-	if !n.isCluster() {
-		return ch
-	}
-	key, _ := strings.CutPrefix(ch, noticePrefix)
-	return noticeChannelOn(key, true)
-}
+// channelOf is the channel on n for a notice on key's plain channel ch: ch
+// itself, or on a Redis Cluster master a shard channel in key's slot.
+func (n *node) channelOf(key, ch string) string { return channelOn(key, ch, n.isCluster()) }
 
 // plainMarker is markerKey's answer for a plain master, boxed once.
 var plainMarker any = markerKey("", false)

@@ -1,6 +1,7 @@
-// The notices on a key's channel: the scripts' when a key is taken, handed
-// over or released, and a waiter's when it asks for the key; their channel
-// and format.
+// The notices on a key's channel: the scripts' when a key is taken or
+// released, and a waiter's when it asks for the key; on a Client's own
+// channel for the key, a hand-off to one of its waiters; their channels and
+// format.
 
 package redlock
 
@@ -11,6 +12,7 @@ import (
 
 const (
 	noticePrefix = "redlock:notices:"
+	handedInfix  = "handed:" // after noticePrefix, in a handedChannel
 	maxAge       = 1 << 16   // in a notice; more is not a notice of ours
 	maxWantTTL   = 1<<31 - 1 // in a wanted notice, in milliseconds (24 days)
 )
@@ -19,6 +21,19 @@ const (
 // acquisitions are announced.
 func noticeChannel(key string) string { return noticePrefix + key }
 
+// handedChannel is the pub/sub channel on which a hand-off of key to a
+// waiter of the Client whose id is client is announced (wants.go): that
+// Client alone hears it, where every Client that watches key would hear it
+// on key's notice channel, five notices to each per turn. It shares the
+// notice channels' prefix, so that the channel rights the README gives
+// (&redlock:notices:*) cover it: it is also the notice channel of the key
+// "handed:<client>:<key>", which no caller names (client is a Client's
+// random id), and the Client whose channel it is takes it for its own
+// (channelKey).
+func handedChannel(key, client string) string {
+	return noticePrefix + handedInfix + client + ":" + key
+}
+
 // shardedChannel is key's notice channel on a Redis Cluster master: a shard
 // channel (SPUBLISH, SSUBSCRIBE) in key's hash slot, so that the shard that
 // holds the key delivers its notices, and a script's SPUBLISH counts every
@@ -26,7 +41,11 @@ func noticeChannel(key string) string { return noticePrefix + key }
 // braces, then noticeChannel(key): a hash tag in front, and key whole after
 // it, so that channelKey finds key again. (Keys with a '}' but no hash tag
 // are refused where a vote is a cluster: slotless.)
-func shardedChannel(key string) string { return "{" + hashedPart(key) + "}" + noticeChannel(key) }
+func shardedChannel(key string) string { return sharded(key, noticeChannel(key)) }
+
+// sharded is the plain channel ch of key (its notice channel, or a
+// Client's handedChannel) as a shard channel in key's slot.
+func sharded(key, ch string) string { return "{" + hashedPart(key) + "}" + ch }
 
 // noticeChannelOn is key's notice channel on a master: sharded on a Redis
 // Cluster, plain otherwise.
@@ -37,36 +56,54 @@ func noticeChannelOn(key string, cluster bool) string {
 	return noticeChannel(key)
 }
 
-// channelKey is the key whose notice channel, plain or sharded, channel is;
-// ok is false for any other channel.
-func channelKey(channel string) (key string, ok bool) {
+// channelOn is key's plain channel ch (its notice channel, or a
+// handedChannel of it) on a master: a shard channel in key's slot on a
+// Redis Cluster, ch itself otherwise.
+func channelOn(key, ch string, cluster bool) string {
+	if !cluster {
+		return ch
+	}
+	return sharded(key, ch)
+}
+
+// channelKey is the key whose notice channel, plain or sharded, channel is,
+// or whose handedChannel for the Client whose id is id (handed); ok is false
+// for any other channel.
+func channelKey(channel, id string) (key string, handed, ok bool) {
 	if strings.HasPrefix(channel, "{") {
 		end := strings.IndexByte(channel, '}')
 		if end < 0 {
-			return "", false
+			return "", false, false
 		}
 		channel = channel[end+1:]
 	}
-	return strings.CutPrefix(channel, noticePrefix)
+	key, ok = strings.CutPrefix(channel, noticePrefix)
+	if !ok {
+		return "", false, false
+	}
+	if rest, mine := strings.CutPrefix(key, handedInfix+id+":"); mine && id != "" {
+		return rest, true, true
+	}
+	return key, false, true
 }
 
 const (
 	acquiredNotice = "acquired" // a master gave the key to the token
 	releasedNotice = "released" // a master deleted the token's key
-	handedNotice   = "handed"   // a master replaced a valid holder's token with the client's waiter's (wants.go)
+	handedNotice   = "handed"   // a master replaced a valid holder's token with the client's waiter's (wants.go), on the client's handedChannel
 	wantedNotice   = "wanted"   // the client's waiter asks for the key for the token, for n milliseconds; 0: no more
 )
 
-// A notice is a message the scripts publish when they change the key; the
-// zero notice publishes nothing.
-type notice struct{ channel, message string }
+// A notice is a message the scripts publish when they change the key, on
+// one of key's channels; the zero notice publishes nothing.
+type notice struct{ key, channel, message string }
 
 // newNotice is the notice of kind about key and token, on behalf of the
 // Client whose id is client. n is, for a wanted notice, the TTL asked for,
 // in milliseconds; for the others, how many releases the acquiring waiter
 // had seen go to others (its age).
 func newNotice(kind, key, client, token string, n int) notice {
-	return notice{noticeChannel(key), kind + " " + client + " " + token + " " + strconv.Itoa(n)}
+	return notice{key, noticeChannel(key), kind + " " + client + " " + token + " " + strconv.Itoa(n)}
 }
 
 // parseNotice splits a notice; ok is false for anything else.

@@ -41,6 +41,89 @@ func TestParseNoticeRejectsWhatIsNotANotice(t *testing.T) {
 	}
 }
 
+// TestChannelKeyTellsTheClientsHandedChannel: a Client takes its own
+// handedChannel of a key, plain or sharded, for that key's; the same
+// channel is, to any other Client, the notice channel of the key
+// "handed:<id>:<key>", as it is for a key of that name.
+func TestChannelKeyTellsTheClientsHandedChannel(t *testing.T) {
+	for _, tc := range []struct {
+		channel, id, key string
+		handed, ok       bool
+	}{
+		{noticeChannel("k"), "me", "k", false, true},
+		{handedChannel("k", "me"), "me", "k", true, true},
+		{handedChannel("a:b", "me"), "me", "a:b", true, true},
+		{handedChannel("k", "other"), "me", "handed:other:k", false, true},
+		{handedChannel("k", "me"), "", "handed:me:k", false, true},
+		{shardedChannel("{t}k"), "me", "{t}k", false, true},
+		{channelOn("{t}k", handedChannel("{t}k", "me"), true), "me", "{t}k", true, true},
+		{"other:channel", "me", "", false, false},
+		{"{t", "me", "", false, false},
+	} {
+		key, handed, ok := channelKey(tc.channel, tc.id)
+		if key != tc.key || handed != tc.handed || ok != tc.ok {
+			t.Errorf("channelKey(%q, %q) = %q, %v, %v; want %q, %v, %v", tc.channel, tc.id, key, handed, ok, tc.key, tc.handed, tc.ok)
+		}
+	}
+	if ch := channelOn("{t}k", handedChannel("{t}k", "me"), true); hashSlot(ch) != hashSlot("{t}k") {
+		t.Fatalf("the sharded handedChannel %q is not in its key's slot", ch)
+	}
+}
+
+// TestAWaiterCountsHandOffsOnlyOnceItsHandedChannelIsConfirmed: a waiter
+// announces its want (wants.go) once a majority of masters confirmed both
+// of its Client's subscriptions for the key: the key's notices, and its
+// hand-offs (handedChannel), which it counts; and is woken then. Another
+// Client's handedChannel is no channel of this key's.
+func TestAWaiterCountsHandOffsOnlyOnceItsHandedChannelIsConfirmed(t *testing.T) {
+	w := &waker{cfg: wakerConfig{id: "me", quorum: 2}, nodes: make([]conn, 3), keys: map[string]*keyWatch{}}
+	kw := &keyWatch{ch: make(chan struct{})}
+	w.keys["k"] = kw
+	h := &watcher{w: w, key: "k", kw: kw}
+	for i := range 3 {
+		w.confirmed(i, noticeChannel("k"), true)
+		w.confirmed(i, handedChannel("k", "other"), true)
+	}
+	if h.subscribed() {
+		t.Fatal("subscribed, with no confirmation of the Client's handedChannel")
+	}
+	ev := h.events()
+	w.confirmed(0, handedChannel("k", "me"), true)
+	if h.subscribed() {
+		t.Fatal("subscribed, with the handedChannel confirmed on a minority")
+	}
+	w.confirmed(1, handedChannel("k", "me"), true)
+	if !h.subscribed() {
+		t.Fatal("not subscribed, with both channels confirmed on a majority")
+	}
+	select {
+	case <-ev:
+	default:
+		t.Fatal("the waiters were not woken when the handedChannel's majority confirmed")
+	}
+	w.confirmed(1, handedChannel("k", "me"), false)
+	if h.subscribed() {
+		t.Fatal("subscribed, after the handedChannel's subscription ended on a master")
+	}
+
+	// On it, only a hand-off to this Client counts.
+	won := h.expect("tok", time.Minute)
+	for i := range 3 {
+		w.notice(i, handedChannel("k", "me"), "handed other tok 0")
+		w.notice(i, handedChannel("k", "me"), "acquired me tok 0")
+	}
+	if kw.expects["tok"].n != 0 || kw.latest != noEvent {
+		t.Fatalf("notices not of a hand-off to this Client counted on its handedChannel: %d nodes, event %v", kw.expects["tok"].n, kw.latest)
+	}
+	w.notice(0, handedChannel("k", "me"), "handed me tok 0")
+	w.notice(2, handedChannel("k", "me"), "handed me tok 0")
+	select {
+	case <-won:
+	default:
+		t.Fatal("a majority's hand-off notices on the handedChannel did not give the waiter the key")
+	}
+}
+
 // FuzzParseNotice: whatever is published on a notice channel (anyone with
 // access to a node can), parsing never panics, and what it accepts is what
 // a Client would have sent.
@@ -87,7 +170,7 @@ func awaitSubscribed(t *testing.T, c *Client, key string, n int) {
 	t.Helper()
 	within(t, scaled(5*time.Second), "the subscriptions to "+key+"'s notices", func() bool {
 		for {
-			if kw, _ := watchState(c, key); kw.nsubs >= n {
+			if kw, _ := watchState(c, key); kw.nsubs >= n && kw.nhsubs >= n {
 				return true
 			}
 			time.Sleep(time.Millisecond) // the waker offers tests no signal

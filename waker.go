@@ -229,17 +229,20 @@ func (w *waker) send(s *nodeSub) {
 		s.pending = nil
 		s.mu.Unlock()
 		for _, op := range ops {
-			ctx, cancel := context.WithTimeout(context.Background(), w.cfg.subscribeTimeout)
-			channel := noticeChannelOn(op.key, s.sharded)
-			if op.subscribe {
-				err := s.ps.subscribe(ctx, channel)
-				if w.cfg.subscribeRefused != nil && isNoPerm(err) {
-					w.cfg.subscribeRefused(s.index, err)
+			// The key's notice channel, and this Client's channel for
+			// hand-offs of the key to its waiters (handedChannel).
+			for _, channel := range [2]string{noticeChannelOn(op.key, s.sharded), channelOn(op.key, handedChannel(op.key, w.cfg.id), s.sharded)} {
+				ctx, cancel := context.WithTimeout(context.Background(), w.cfg.subscribeTimeout)
+				if op.subscribe {
+					err := s.ps.subscribe(ctx, channel)
+					if w.cfg.subscribeRefused != nil && isNoPerm(err) {
+						w.cfg.subscribeRefused(s.index, err)
+					}
+				} else {
+					_ = s.ps.unsubscribe(ctx, channel)
 				}
-			} else {
-				_ = s.ps.unsubscribe(ctx, channel)
+				cancel()
 			}
-			cancel()
 		}
 	}
 }
@@ -257,10 +260,10 @@ func (w *waker) receive(s *nodeSub) {
 }
 
 // confirmed records that node confirmed a subscription, or its end; once a
-// majority confirmed, the key's waiters are woken (they may announce
-// themselves: wants.go).
+// majority confirmed both of a key's, the key's waiters are woken (they may
+// announce themselves: wants.go).
 func (w *waker) confirmed(node int, channel string, on bool) {
-	key, ok := channelKey(channel)
+	key, handed, ok := channelKey(channel, w.cfg.id)
 	if !ok {
 		return
 	}
@@ -268,6 +271,10 @@ func (w *waker) confirmed(node int, channel string, on bool) {
 	defer w.mu.Unlock()
 	kw := w.keys[key]
 	if kw == nil {
+		return
+	}
+	if handed {
+		kw.handedOn(node, on, len(w.nodes), w.cfg.quorum)
 		return
 	}
 	if kw.subs == nil {
@@ -295,13 +302,13 @@ func (w *waker) confirmed(node int, channel string, on bool) {
 
 // notice folds one notice of node into its key's watch.
 func (w *waker) notice(node int, channel, payload string) {
-	key, ok := channelKey(channel)
+	key, handed, ok := channelKey(channel, w.cfg.id)
 	if !ok {
 		return
 	}
 	kind, client, token, n, ok := parseNotice(payload)
-	if !ok {
-		return
+	if !ok || (handed && (kind != handedNotice || client != w.cfg.id)) {
+		return // a handedChannel carries hand-offs to its Client only
 	}
 	foreign := client != w.cfg.id
 	if w.cfg.noticed != nil {

@@ -24,7 +24,10 @@ import (
 //   - A holder's Unlock hands the lock to the waiter that asked first, of
 //     any Client (handoff.go): the hand-off script replaces the holder's
 //     token with the waiter's, and publishes "handed <client> <token>" on
-//     each node where it did, and nowhere else.
+//     each node where it did, and nowhere else, on the waiter's Client's
+//     own channel for the key (handedChannel): the other Clients that watch
+//     the key would only drop the want on hearing it, and five notices per
+//     turn to each of them cost more than the turn's round.
 //   - The waiter counts those notices. Once a majority of nodes sent one, it
 //     holds the lock: every one of those nodes replaced a lock that was
 //     valid when the hand-off began, so none has forgotten a lock that
@@ -34,7 +37,11 @@ import (
 //     moment it sent its first announcement, like an acquisition's from the
 //     round's start. When a long wait has eaten half of it, the waiter first
 //     confirms the lock with an extension round, counted from that round's
-//     start.
+//     start. Its Client then withdraws the served want ("wanted … 0", on
+//     one node), so that the other Clients do not hand the key to it
+//     again; one that missed the withdrawal hands the key to a token the
+//     Client no longer waits on, which the Client hears and releases
+//     (lateHandOff): a turn lost, never a lock.
 //
 // The waiter's token is its own to release. The holder never rolls it
 // back, even when its round reached no majority in time: the notices are
@@ -68,10 +75,12 @@ type want struct {
 	seen          time.Time // when it was last heard
 	// deaf lists the nodes whose notices this Client may have missed since
 	// the want was last heard: its subscription there was not confirmed
-	// then, or was confirmed again after a lost connection, or ended. A
-	// hand-off to the want announces itself on a majority of the nodes;
-	// once a majority is deaf, the want may have been served unheard
-	// (doubtful), and it gets no hand-off until its waiter repeats it.
+	// then, or was confirmed again after a lost connection, or ended. Once a
+	// majority is deaf, this Client heard too little of the key to trust
+	// the want to be live (its withdrawal, on one node, may have gone
+	// unheard; from a Client before handedChannel, so may a hand-off to it,
+	// announced on the key's channel on a majority): it is doubtful, and
+	// gets no hand-off until its waiter repeats it.
 	deaf  []bool
 	ndeaf int
 }
@@ -362,15 +371,38 @@ func (h *watcher) unexpect(token string) (heard bool) {
 	return e != nil && e.n > 0
 }
 
-// subscribed reports whether the subscription to key's notices is confirmed
-// on a majority of nodes, which a waiter needs to count their hand-offs.
+// subscribed reports whether the subscriptions to key's notices and to the
+// Client's hand-offs of it (handedChannel) are confirmed on a majority of
+// nodes, which a waiter needs to count their hand-offs.
 func (h *watcher) subscribed() bool {
 	if h == nil {
 		return false
 	}
 	h.w.mu.Lock()
 	defer h.w.mu.Unlock()
-	return h.kw.nsubs >= h.w.cfg.quorum
+	return h.kw.nsubs >= h.w.cfg.quorum && h.kw.nhsubs >= h.w.cfg.quorum
+}
+
+// handedOn records that node confirmed the subscription to the Client's
+// handedChannel of the key (on), or its end; once a majority confirmed it,
+// the key's waiters are woken, as for the key's own channel (confirmed).
+// A hand-off missed while it was down costs its waiter the backoff (probe),
+// never a lock: nothing else is told on it.
+func (kw *keyWatch) handedOn(node int, on bool, nodes, quorum int) {
+	if kw.hsubs == nil {
+		kw.hsubs = make([]bool, nodes)
+	}
+	if kw.hsubs[node] == on {
+		return
+	}
+	kw.hsubs[node] = on
+	if !on {
+		kw.nhsubs--
+		return
+	}
+	if kw.nhsubs++; kw.nhsubs == quorum {
+		kw.wake()
+	}
 }
 
 // gaps is how many times the key's subscription may have missed notices
@@ -484,7 +516,7 @@ func (c *Client) publishOn(n *node, msg notice, timeout time.Duration) bool {
 		defer c.bg.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
-		done <- n.conn.publish(ctx, n.channelOf(msg.channel), msg.message)
+		done <- n.conn.publish(ctx, n.channelOf(msg.key, msg.channel), msg.message)
 	}()
 	t := time.NewTimer(timeout)
 	defer t.Stop()
@@ -525,6 +557,7 @@ func (lp *waitLoop) takeHanded() (*Lock, error) {
 	c.retire(lp.key, a.token, lp.ttl, l) // before unexpect: no notice falls between
 	lp.w.unexpect(a.token)
 	lp.want = nil
+	lp.served(a.token)
 	if validity(lp.ttl, time.Since(a.first), c.cfg.driftFactor) >= lp.ttl/2 {
 		l.startValidity(a.first)
 		c.cfg.test.handedLocks.Add(1)
@@ -615,7 +648,28 @@ func (lp *waitLoop) probe() (*Lock, error) {
 	c.retire(lp.key, a.token, lp.ttl, l)
 	lp.w.unexpect(a.token)
 	lp.want = nil
+	lp.served(a.token)
 	return l, nil
+}
+
+// served, once a hand-off gave the waiter's want of token the key, tells
+// the other Clients' holders that the want is over ("wanted … 0", as a
+// withdrawal), in the background. They heard nothing of the hand-off, which
+// only this Client hears (handedChannel), and would hand the key to the
+// want again while they keep it (wantFresh). The key's watch stays that
+// long, so that a hand-off by a holder that missed the withdrawal is heard,
+// and released (lateHandOff): it costs a turn, never a lock. The caller
+// holds a registration in c.bg.
+func (lp *waitLoop) served(token string) {
+	c := lp.c
+	c.bg.Add(1)
+	go func() {
+		defer c.bg.Done()
+		c.publishWant(lp.key, token, 0, lp.ttl)
+	}()
+	if h := c.wk.existing(lp.key); h != nil {
+		time.AfterFunc(wantFresh, h.close)
+	}
 }
 
 // withdraw, when the waiter's call ends without the lock its want asked

@@ -62,8 +62,9 @@ func wantsOf(c *Client, key string) []string {
 // TestHandOffToAnotherClientCostsOneRoundAndNoRelease: the holder's Unlock
 // gives the key to the waiting Client's announced token in one round of
 // EVALSHA, GET, SET and PUBLISH per master; no release, no acquisition
-// round, no attempt by the waiter. Its lock is valid from before it
-// announced itself, not from the hand-off.
+// round, no attempt by the waiter, whose Client then withdraws the served
+// want with one PUBLISH (the other Clients did not hear the hand-off). Its
+// lock is valid from before it announced itself, not from the hand-off.
 func TestHandOffToAnotherClientCostsOneRoundAndNoRelease(t *testing.T) {
 	r := startReal(t, 5)
 	h := r.client()
@@ -87,6 +88,7 @@ func TestHandOffToAnotherClientCostsOneRoundAndNoRelease(t *testing.T) {
 	if got.err != nil {
 		t.Fatalf("the waiter's Lock: %v", got.err)
 	}
+	settle(w) // the served want's withdrawal
 	calls := serverCalls(t, r)
 	for name, n := range start {
 		if calls[name] -= n; calls[name] == 0 {
@@ -99,8 +101,8 @@ func TestHandOffToAnotherClientCostsOneRoundAndNoRelease(t *testing.T) {
 	if h.cfg.test.remoteHandOffs.Load() != 1 || w.cfg.test.handedLocks.Load() != 1 {
 		t.Fatalf("remote hand-offs %d, handed locks %d; want 1 and 1", h.cfg.test.remoteHandOffs.Load(), w.cfg.test.handedLocks.Load())
 	}
-	want := map[string]int64{"evalsha": 5, "get": 5, "set": 5, "publish": 5}
-	if n := r.count("k", token); n < 5 && calls["set"] == int64(n) && calls["publish"] == int64(n) && n >= 3 {
+	want := map[string]int64{"evalsha": 5, "get": 5, "set": 5, "publish": 6}
+	if n := r.count("k", token); n < 5 && calls["set"] == int64(n) && calls["publish"] == int64(n+1) && n >= 3 {
 		// Under load (-race in CI) the round can be decided by three
 		// masters before the other requests went out; those are not
 		// sent (handOff abandons them), and the holder releases its own
@@ -272,6 +274,132 @@ func TestHandOffsAcrossClientsGoInTheOrderOfTheirWants(t *testing.T) {
 	if n := first.cfg.test.remoteHandOffs.Load(); n != 1 {
 		t.Fatalf("the first waiter handed the key on %d times, want once", n)
 	}
+}
+
+// TestAHandOffIsHeardByItsRecipientAlone: a hand-off to another Client's
+// waiter is announced on that Client's handedChannel of the key, not on the
+// key's notice channel, which every Client that watches the key hears: five
+// notices to each of them per turn, each a read and a goroutine woken, for
+// a fact that only the recipient acts on (issue 13: a turn across
+// processes).
+func TestAHandOffIsHeardByItsRecipientAlone(t *testing.T) {
+	r := startReal(t, 5)
+	h, w, other := r.client(), r.client(), r.client()
+	holder := holding(t, h)
+	watching(t, other, "k") // a third Client, which hears the key
+	res := tryLockAsync(w, "k", time.Minute)
+	wantKnown(t, h, "k", 1)
+	token := wantsOf(h, "k")[0]
+	type heard struct {
+		master           int
+		channel, payload string
+	}
+	notices := make(chan heard, 100)
+	for i, a := range r.admin { // every master's notices on the key's channel and on w's, as they come
+		ps := a.Subscribe(bg, noticeChannel("k"), handedChannel("k", w.id))
+		defer ps.Close()
+		for range 2 {
+			if _, err := ps.Receive(bg); err != nil {
+				t.Fatal(err)
+			}
+		}
+		go func() {
+			for m := range ps.Channel() {
+				notices <- heard{i, m.Channel, m.Payload}
+			}
+		}()
+	}
+	if err := holder.Unlock(bg); err != nil {
+		t.Fatal(err)
+	}
+	got := within(t, scaled(5*time.Second), "the waiter's Lock", func() lockResult { return <-res })
+	if got.err != nil || got.l.Token() != token {
+		t.Fatalf("the waiter: %v, token %q; want its announced token %q", got.err, got.l.Token(), token)
+	}
+	defer func() { _ = got.l.Unlock(bg) }()
+	settle(h)
+	// A barrier on the key's channel: once every master's has come back,
+	// whatever the hand-off published there came before it.
+	for _, a := range r.admin {
+		if err := a.Publish(bg, noticeChannel("k"), "barrier").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	toW, barriers := 0, 0
+	for barriers < len(r.servers) {
+		n := within(t, scaled(5*time.Second), "the notices", func() heard { return <-notices })
+		kind, _, tok, _, _ := parseNotice(n.payload)
+		switch {
+		case n.payload == "barrier":
+			barriers++
+		case kind == handedNotice && n.channel == noticeChannel("k"):
+			t.Fatalf("master %d announced the hand-off to %s on the key's channel, to every Client that watches it", n.master, tok)
+		case kind == handedNotice && tok == token:
+			toW++
+		}
+	}
+	if toW < len(r.servers)/2+1 {
+		t.Fatalf("%d masters announced the hand-off on the waiter's channel; want a majority", toW)
+	}
+}
+
+// TestAServedWantIsWithdrawnForTheOtherClients: the other Clients do not
+// hear a hand-off (TestAHandOffIsHeardByItsRecipientAlone), so the served
+// waiter's Client withdraws its want. A Client that kept it would hand the
+// key to it when its own turn ends, to a token nobody waits for, instead of
+// to the next waiter in line.
+func TestAServedWantIsWithdrawnForTheOtherClients(t *testing.T) {
+	r := startReal(t, 5)
+	h, first, second, third := r.client(), r.client(), r.client(), r.client()
+	for _, c := range []*Client{first, second, third} {
+		c.cfg.test.wantRefresh = 20 * time.Millisecond // heard soon by the Clients that watch later
+	}
+	holder := holding(t, h)
+	res1 := tryLockAsync(first, "k", time.Minute)
+	wantKnown(t, h, "k", 1)
+	w1 := wantsOf(h, "k")[0]
+	res2 := tryLockAsync(second, "k", time.Minute)
+	wantKnown(t, h, "k", 2)
+	w2 := wantsOf(h, "k")[1]
+	res3 := tryLockAsync(third, "k", time.Minute)
+	wantKnown(t, h, "k", 3)
+	w3 := wantsOf(h, "k")[2]
+	wantKnown(t, second, "k", 2) // the first's want and the third's
+	if err := holder.Unlock(bg); err != nil {
+		t.Fatal(err)
+	}
+	got := within(t, scaled(5*time.Second), "the first waiter", func() lockResult { return <-res1 })
+	if got.err != nil || got.l.Token() != w1 {
+		t.Fatalf("the first waiter: %v, token %q; want %q", got.err, got.l.Token(), w1)
+	}
+	within(t, scaled(2*time.Second), "the served want's withdrawal, heard by the second waiter's Client", func() bool {
+		for !wantOver(second, "k", w1) {
+			time.Sleep(time.Millisecond) // the waker has no signal for tests
+		}
+		return true
+	})
+	if err := got.l.Unlock(bg); err != nil {
+		t.Fatal(err)
+	}
+	if got = within(t, scaled(5*time.Second), "the second waiter", func() lockResult { return <-res2 }); got.err != nil || got.l.Token() != w2 {
+		t.Fatalf("the second waiter: %v, token %q; want %q", got.err, got.l.Token(), w2)
+	}
+	if err := got.l.Unlock(bg); err != nil {
+		t.Fatal(err)
+	}
+	if got = within(t, scaled(5*time.Second), "the third waiter", func() lockResult { return <-res3 }); got.err != nil || got.l.Token() != w3 {
+		t.Fatalf("the third waiter: %v, token %q; want %q, handed over by the second", got.err, got.l.Token(), w3)
+	}
+	_ = got.l.Unlock(bg)
+}
+
+// wantOver reports whether c heard that the want of token for key is over
+// (withdrawn, or served by a hand-off it heard).
+func wantOver(c *Client, key, token string) bool {
+	c.wk.mu.Lock()
+	defer c.wk.mu.Unlock()
+	kw := c.wk.keys[key]
+	return kw != nil && kw.finished(token)
 }
 
 // TestHandedLockAfterALongWaitIsConfirmed: a waiter whose want went out
@@ -1001,11 +1129,13 @@ func TestAWantCopyThatLandsAfterItsHandOffIsWithdrawn(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = w.Close() })
-	for i := range r.servers { // every master's notices on "k", as they come
-		ps := r.admin[i].Subscribe(bg, noticeChannel("k"))
+	for i := range r.servers { // every master's notices on "k", and its hand-offs to w's waiters, as they come
+		ps := r.admin[i].Subscribe(bg, noticeChannel("k"), handedChannel("k", w.id))
 		defer ps.Close()
-		if _, err := ps.Receive(bg); err != nil {
-			t.Fatal(err)
+		for range 2 {
+			if _, err := ps.Receive(bg); err != nil {
+				t.Fatal(err)
+			}
 		}
 		go func() {
 			for m := range ps.Channel() {

@@ -52,6 +52,8 @@ type keyWatch struct {
 	expects  map[string]*expected // this Client's waiters' announced tokens
 	subs     []bool               // nodes where the subscription to the key is confirmed
 	nsubs    int
+	hsubs    []bool // nodes where the subscription to the Client's handedChannel of the key is
+	nhsubs   int
 	// gaps counts the times the subscription may have missed notices: it
 	// became active (a majority confirmed it), or a node confirmed it again
 	// (go-redis re-subscribes after a lost connection, silently).

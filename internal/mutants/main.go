@@ -1002,6 +1002,27 @@ var mutants = []mutant{
 		to:      "	if r.l != nil && !r.l.letGo() && time.Now().Before(r.l.Until()) {\n\t\treturn",
 		killers: "TestALateHandOffLeavesAHandedLockResumedElsewhere",
 	},
+	{
+		name:    "hand-off-announced-to-every-client",
+		file:    "handoff.go",
+		from:    "		announce.channel = handedChannel(l.key, to.remote.client)",
+		to:      "		announce.channel = noticeChannel(l.key)",
+		killers: "TestAHandOffIsHeardByItsRecipientAlone",
+	},
+	{
+		name:    "served-want-not-withdrawn",
+		file:    "wants.go",
+		from:    "		c.publishWant(lp.key, token, 0, lp.ttl)\n\t}()",
+		to:      "		_ = token\n\t}()",
+		killers: "TestAServedWantIsWithdrawnForTheOtherClients",
+	},
+	{
+		name:    "waiter-counts-hand-offs-before-its-handed-channel-is-confirmed",
+		file:    "wants.go",
+		from:    "	return h.kw.nsubs >= h.w.cfg.quorum && h.kw.nhsubs >= h.w.cfg.quorum",
+		to:      "	return h.kw.nsubs >= h.w.cfg.quorum",
+		killers: "TestAWaiterCountsHandOffsOnlyOnceItsHandedChannelIsConfirmed",
+	},
 }
 
 func main() {
