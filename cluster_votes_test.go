@@ -61,6 +61,9 @@ func TestClusterVotes(t *testing.T) {
 	t.Run("another Client's waiter is not starved", func(t *testing.T) {
 		noStarvation(t, nodes, keys[1])
 	})
+	t.Run("a hand-off to another Client's waiter reaches it on its shard channel", func(t *testing.T) {
+		remoteHandOff(t, nodes, keys[0])
+	})
 	t.Run("notices travel on shard channels", func(t *testing.T) {
 		shardNotices(t, clusters, nodes, shards, keys[1], -1)
 	})
@@ -276,6 +279,46 @@ func handOffNoticeHeard(t *testing.T, nodes []redis.UniversalClient, key string)
 	defer func() { _ = nl.Unlock(bg) }()
 	if !busy.wk.othersSeen(key) {
 		t.Fatal("after a hand-off that published to a wanted key on cluster votes, the Client does not know others listen")
+	}
+}
+
+// remoteHandOff: a holder hands the key to another Client's waiter, whose
+// Client hears the hand-off's notices on its own channel for the key
+// (handedChannel), a shard channel in the key's slot: the waiter, whose
+// timer would fire only after a minute, returns the lock its want asked
+// for.
+func remoteHandOff(t *testing.T, nodes []redis.UniversalClient, key string) {
+	h, err := New(nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	w, err := New(nodes, WithRetryDelay(time.Minute, time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	watch := h.wk.watch(key) // the holder hears the want
+	defer watch.close()
+	awaitSubscribed(t, h, key, len(nodes))
+	l, err := h.Lock(bg, key, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	settle(h)
+	res := tryLockAsync(w, key, time.Minute)
+	wantKnown(t, h, key, 1)
+	token := wantsOf(h, key)[0]
+	if err := l.Unlock(bg); err != nil {
+		t.Fatal(err)
+	}
+	got := within(t, scaled(5*time.Second), "the waiter, after the hand-off", func() lockResult { return <-res })
+	if got.err != nil || got.l.Token() != token {
+		t.Fatalf("the waiter: %v, token %q; want its announced token %q", got.err, got.l.Token(), token)
+	}
+	_ = got.l.Unlock(bg)
+	if n := h.cfg.test.remoteHandOffs.Load(); n != 1 {
+		t.Fatalf("%d hand-offs to the waiter; want 1", n)
 	}
 }
 

@@ -1010,6 +1010,13 @@ var mutants = []mutant{
 		killers: "TestAHandOffIsHeardByItsRecipientAlone",
 	},
 	{
+		name:    "handed-channel-not-sharded-on-a-cluster",
+		file:    "waker.go",
+		from:    "channelOn(op.key, handedChannel(op.key, w.cfg.id), s.sharded)",
+		to:      "handedChannel(op.key, w.cfg.id)",
+		killers: "TestClusterVotes/a_hand-off_to_another_Client's_waiter",
+	},
+	{
 		name:    "served-want-not-withdrawn",
 		file:    "wants.go",
 		from:    "		c.publishWant(lp.key, token, 0, lp.ttl)\n\t}()",
