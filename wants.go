@@ -27,7 +27,8 @@ import (
 //     each node where it did, and nowhere else, on the waiter's Client's
 //     own channel for the key (handedChannel): the other Clients that watch
 //     the key would only drop the want on hearing it, and five notices per
-//     turn to each of them cost more than the turn's round.
+//     turn to each of them took about a third of a turn across processes
+//     (eight Clients, two cores).
 //   - The waiter counts those notices. Once a majority of nodes sent one, it
 //     holds the lock: every one of those nodes replaced a lock that was
 //     valid when the hand-off began, so none has forgotten a lock that
