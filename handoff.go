@@ -134,7 +134,7 @@ func (l *Lock) handOff(ctx context.Context, to recipient, ttl time.Duration) han
 	if to.remote != nil {
 		nl = &Lock{c: c, key: l.key, token: to.remote.token, ttl: nttl, holds: newHolds(len(c.nodes))}
 		announce = newNotice(handedNotice, l.key, to.remote.client, to.remote.token, 0)
-		announce.channel = handedChannel(l.key, to.remote.client) // its Client alone hears it
+		announce.channel = handOffChannel(l.key, to.remote.client) // its Client alone hears it (of this version)
 	} else {
 		var err error
 		if nl, err = c.newLock(l.key, nttl); err != nil {

@@ -34,6 +34,23 @@ func handedChannel(key, client string) string {
 	return noticePrefix + handedInfix + client + ":" + key
 }
 
+// handedSuffix ends the id of every Client that subscribes to its
+// handedChannels. A Client of an earlier version does not, and its waiters
+// hear of a hand-off only on the key's notice channel, as every Client did
+// then (handOffChannel).
+const handedSuffix = "+h"
+
+// handOffChannel is the channel on which a hand-off of key to a waiter of
+// client is announced: client's handedChannel, or, for a Client of an
+// earlier version, key's notice channel, where the other Clients hear that
+// the want was served, since its Client does not withdraw it (wants.go).
+func handOffChannel(key, client string) string {
+	if strings.HasSuffix(client, handedSuffix) {
+		return handedChannel(key, client)
+	}
+	return noticeChannel(key)
+}
+
 // shardedChannel is key's notice channel on a Redis Cluster master: a shard
 // channel (SPUBLISH, SSUBSCRIBE) in key's hash slot, so that the shard that
 // holds the key delivers its notices, and a script's SPUBLISH counts every

@@ -92,7 +92,7 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 		nodes:   ns,
 		quorum:  quorum(len(ns)),
 		cfg:     cfg,
-		id:      uuid.NewString(),
+		id:      uuid.NewString() + handedSuffix,
 		closing: make(chan struct{}),
 	}
 	for _, n := range ns {

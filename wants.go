@@ -84,12 +84,19 @@ type want struct {
 	// gets no hand-off until its waiter repeats it.
 	deaf  []bool
 	ndeaf int
+	// lost is set when a node that heard the key for this Client when the
+	// want was heard stopped (deafTo) since: the waiter's Client withdraws
+	// a served want on one node, perhaps that one, and a hand-off to the
+	// served want, after the Client stopped hearing the key (Close), would
+	// keep the key for its TTL with nobody to release it. A lost want is
+	// doubtful too, until its waiter repeats it.
+	lost bool
 }
 
 // hearFrom starts w's deaf list anew: the nodes whose subscription subs
 // (nil: none yet) has not confirmed, of n.
 func (w *want) hearFrom(subs []bool, n int) {
-	w.deaf, w.ndeaf = w.deaf[:0], 0
+	w.deaf, w.ndeaf, w.lost = w.deaf[:0], 0, false
 	for i := range n {
 		deaf := subs == nil || !subs[i]
 		w.deaf = append(w.deaf, deaf)
@@ -99,9 +106,9 @@ func (w *want) hearFrom(subs []bool, n int) {
 	}
 }
 
-// doubtful reports whether a hand-off to w may have been missed: a
-// majority of the nodes were deaf since it was last heard.
-func (w *want) doubtful(quorum int) bool { return w.ndeaf >= quorum }
+// doubtful reports whether w may be over unheard: a majority of the nodes
+// were deaf since it was last heard, or one that heard then was lost.
+func (w *want) doubtful(quorum int) bool { return w.ndeaf >= quorum || w.lost }
 
 // expected is one of this Client's announced tokens: which nodes handed
 // the key to it.
@@ -154,6 +161,7 @@ func (kw *keyWatch) deafTo(node int) {
 		if node < len(w.deaf) && !w.deaf[node] {
 			w.deaf[node] = true
 			w.ndeaf++
+			w.lost = true
 		}
 	}
 }

@@ -343,6 +343,115 @@ func TestAHandOffIsHeardByItsRecipientAlone(t *testing.T) {
 	}
 }
 
+// TestAHandOffToAClientOfAnEarlierVersionIsAnnouncedOnTheKeysChannel: a
+// Client of an earlier version (its id lacks handedSuffix) subscribes to no
+// handedChannel and does not withdraw a served want: a hand-off to its
+// waiter is announced on the key's notice channel, where it and the other
+// Clients hear it. (On the waiter's handedChannel, nobody heard it: the
+// waiter took the key only at its backoff, and another Client, keeping the
+// served want, handed the key to it again later, where nobody released it:
+// the key stayed taken for its TTL, an adversary review's mixed-version
+// run, 3 of 3.)
+func TestAHandOffToAClientOfAnEarlierVersionIsAnnouncedOnTheKeysChannel(t *testing.T) {
+	r := startReal(t, 5)
+	h, other := r.client(), r.client()
+	holder := holding(t, h)
+	watching(t, other, "k")
+	notices := r.admin[0].Subscribe(bg, noticeChannel("k"))
+	defer notices.Close()
+	if _, err := notices.Receive(bg); err != nil {
+		t.Fatal(err)
+	}
+	const old, token = "2c5e3f0a-0d4e-4e8b-9a51-6f0c1d2e3b4a", "old-token"
+	if strings.HasSuffix(old, handedSuffix) {
+		t.Fatal("the earlier version's id has the suffix: the test proves nothing")
+	}
+	for _, a := range r.admin { // the old Client's want, heard by both
+		if err := a.Publish(bg, noticeChannel("k"), newNotice(wantedNotice, "k", old, token, 60000).message).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantKnown(t, h, "k", 1)
+	wantKnown(t, other, "k", 1)
+	if err := holder.Unlock(bg); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		m := within(t, scaled(5*time.Second), "the hand-off's notice on the key's channel", func() *redis.Message {
+			m, err := notices.ReceiveMessage(bg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return m
+		})
+		if kind, client, tok, _, _ := parseNotice(m.Payload); kind == handedNotice && client == old && tok == token {
+			break
+		}
+	}
+	within(t, scaled(5*time.Second), "the served want, dropped by the other Client", func() bool {
+		for !wantOver(other, "k", token) {
+			time.Sleep(time.Millisecond) // the waker has no signal for tests
+		}
+		return true
+	})
+}
+
+// TestAServedWantWhoseWithdrawalMayBeMissedGetsNoHandOff: a Client that
+// stopped hearing a master after it heard a want may have missed its
+// withdrawal there, the one a served want's Client publishes (on one
+// master): it hands the key to that want no more, until its waiter repeats
+// it. Otherwise, with the served Client closed meanwhile, nobody would
+// release that hand-off, and the key stayed taken for its TTL (an
+// adversary review: 4 of 4 runs, with the subscription killed on the
+// withdrawal's master).
+func TestAServedWantWhoseWithdrawalMayBeMissedGetsNoHandOff(t *testing.T) {
+	r := startReal(t, 5)
+	h, b := r.client(), r.client()
+	c := namedClient(t, r, "deaf")
+	watching(t, c, "k")
+	holder := holding(t, h)
+	b.cfg.test.takingHandOff = func() { // c loses the master the withdrawal goes to
+		killSubscriptions(t, r, "deaf", int(b.wantNode.Load()+1)%len(r.servers))
+	}
+	const ttl = 10 * time.Second
+	res := tryLockAsync(b, "k", ttl)
+	wantKnown(t, h, "k", 1)
+	wantKnown(t, c, "k", 1)
+	w := wantsOf(h, "k")[0]
+	if err := holder.Unlock(bg); err != nil {
+		t.Fatal(err)
+	}
+	got := within(t, scaled(5*time.Second), "the waiter", func() lockResult { return <-res })
+	if got.err != nil || got.l.Token() != w {
+		t.Fatalf("the waiter: %v", got.err)
+	}
+	if err := got.l.Unlock(bg); err != nil {
+		t.Fatal(err)
+	}
+	_ = b.Close() // nobody hears a hand-off to its tokens any more
+	within(t, scaled(5*time.Second), "c's subscription, confirmed again", func() bool {
+		for {
+			if kw, _ := watchState(c, "k"); kw.gaps > 1 {
+				return true
+			}
+			time.Sleep(time.Millisecond) // the waker offers tests no signal
+		}
+	})
+	ctx, cancel := context.WithTimeout(bg, scaled(5*time.Second))
+	l, err := c.Lock(ctx, "k", ttl)
+	cancel()
+	if err != nil {
+		t.Fatalf("c's Lock: %v", err)
+	}
+	if err := l.Unlock(bg); err != nil {
+		t.Fatal(err)
+	}
+	settle(c)
+	if n := r.count("k", w); n > 0 {
+		t.Fatalf("c handed the key to the served want %s, now of a closed Client: %d masters hold it for the TTL", w, n)
+	}
+}
+
 // TestAServedWantIsWithdrawnForTheOtherClients: the other Clients do not
 // hear a hand-off (TestAHandOffIsHeardByItsRecipientAlone), so the served
 // waiter's Client withdraws its want. A Client that kept it would hand the

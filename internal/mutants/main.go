@@ -1005,7 +1005,7 @@ var mutants = []mutant{
 	{
 		name:    "hand-off-announced-to-every-client",
 		file:    "handoff.go",
-		from:    "		announce.channel = handedChannel(l.key, to.remote.client)",
+		from:    "		announce.channel = handOffChannel(l.key, to.remote.client)",
 		to:      "		announce.channel = noticeChannel(l.key)",
 		killers: "TestAHandOffIsHeardByItsRecipientAlone",
 	},
@@ -1015,6 +1015,20 @@ var mutants = []mutant{
 		from:    "channelOn(op.key, handedChannel(op.key, w.cfg.id), s.sharded)",
 		to:      "handedChannel(op.key, w.cfg.id)",
 		killers: "TestClusterVotes/a_hand-off_to_another_Client's_waiter",
+	},
+	{
+		name:    "hand-off-to-an-earlier-version-on-its-handed-channel",
+		file:    "notice.go",
+		from:    "	if strings.HasSuffix(client, handedSuffix) {",
+		to:      "	if true {",
+		killers: "TestAHandOffToAClientOfAnEarlierVersionIsAnnouncedOnTheKeysChannel",
+	},
+	{
+		name:    "want-lost-on-one-master-not-doubtful",
+		file:    "wants.go",
+		from:    "{ return w.ndeaf >= quorum || w.lost }",
+		to:      "{ return w.ndeaf >= quorum }",
+		killers: "TestAServedWantWhoseWithdrawalMayBeMissedGetsNoHandOff",
 	},
 	{
 		name:    "served-want-not-withdrawn",
