@@ -84,19 +84,12 @@ type want struct {
 	// gets no hand-off until its waiter repeats it.
 	deaf  []bool
 	ndeaf int
-	// lost is set when a node that heard the key for this Client when the
-	// want was heard stopped (deafTo) since: the waiter's Client withdraws
-	// a served want on one node, perhaps that one, and a hand-off to the
-	// served want, after the Client stopped hearing the key (Close), would
-	// keep the key for its TTL with nobody to release it. A lost want is
-	// doubtful too, until its waiter repeats it.
-	lost bool
 }
 
 // hearFrom starts w's deaf list anew: the nodes whose subscription subs
 // (nil: none yet) has not confirmed, of n.
 func (w *want) hearFrom(subs []bool, n int) {
-	w.deaf, w.ndeaf, w.lost = w.deaf[:0], 0, false
+	w.deaf, w.ndeaf = w.deaf[:0], 0
 	for i := range n {
 		deaf := subs == nil || !subs[i]
 		w.deaf = append(w.deaf, deaf)
@@ -107,8 +100,8 @@ func (w *want) hearFrom(subs []bool, n int) {
 }
 
 // doubtful reports whether w may be over unheard: a majority of the nodes
-// were deaf since it was last heard, or one that heard then was lost.
-func (w *want) doubtful(quorum int) bool { return w.ndeaf >= quorum || w.lost }
+// were deaf since it was last heard.
+func (w *want) doubtful(quorum int) bool { return w.ndeaf >= quorum }
 
 // expected is one of this Client's announced tokens: which nodes handed
 // the key to it.
@@ -161,7 +154,6 @@ func (kw *keyWatch) deafTo(node int) {
 		if node < len(w.deaf) && !w.deaf[node] {
 			w.deaf[node] = true
 			w.ndeaf++
-			w.lost = true
 		}
 	}
 }
@@ -727,7 +719,11 @@ func (c *Client) withdraw(key, token string, ttl time.Duration, heard bool) {
 // releases their tokens on every node. The caller is Close.
 //
 // It releases the tokens of late too, the wants retired lately
-// (lateTickets), withdrawn already.
+// (lateTickets), withdrawn already, each on one node (withdraw, served),
+// and withdraws them again on every node: a Client that missed that one
+// (its subscription there dropped meanwhile) keeps the want for wantFresh,
+// and would hand the key to it, where nobody would release it from now on
+// (an adversary review: the key taken for its TTL, 4 runs of 4).
 func (c *Client) withdrawAll(out, late []ticket) {
 	if len(out) == 0 && len(late) == 0 {
 		return
@@ -735,11 +731,36 @@ func (c *Client) withdrawAll(out, late []ticket) {
 	for _, t := range out {
 		c.withdraw(t.key, t.token, t.ttl, false)
 	}
+	c.withdrawEverywhere(late)
 	time.Sleep(max(c.cfg.nodeTimeout, DefaultMaxNodeTimeout))
 	for _, t := range append(out, late...) {
 		for _, n := range c.nodes {
 			c.releaseNode(n, t.key, t.token, t.ttl)
 		}
+	}
+}
+
+// withdrawEverywhere publishes the withdrawal of each of tickets on every
+// node, in the background, a goroutine per node, which gives up on a node
+// that does not take one within the node deadline. The caller is Close.
+func (c *Client) withdrawEverywhere(tickets []ticket) {
+	if len(tickets) == 0 {
+		return
+	}
+	for _, n := range c.nodes {
+		if n.refusesNotices() {
+			continue
+		}
+		c.bg.Add(1)
+		go func() {
+			defer c.bg.Done()
+			for _, t := range tickets {
+				msg := newNotice(wantedNotice, t.key, c.id, t.token, 0)
+				if !c.publishOn(n, msg, c.nodeTimeout(t.ttl)) {
+					return
+				}
+			}
+		}()
 	}
 }
 

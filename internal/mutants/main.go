@@ -1024,11 +1024,11 @@ var mutants = []mutant{
 		killers: "TestAHandOffToAClientOfAnEarlierVersionIsAnnouncedOnTheKeysChannel",
 	},
 	{
-		name:    "want-lost-on-one-master-not-doubtful",
+		name:    "close-withdraws-served-wants-on-one-master-only",
 		file:    "wants.go",
-		from:    "{ return w.ndeaf >= quorum || w.lost }",
-		to:      "{ return w.ndeaf >= quorum }",
-		killers: "TestAServedWantWhoseWithdrawalMayBeMissedGetsNoHandOff",
+		from:    "	c.withdrawEverywhere(late)\n",
+		to:      "\n",
+		killers: "TestAClosingClientWithdrawsItsServedWantsOnEveryMaster",
 	},
 	{
 		name:    "served-want-not-withdrawn",
