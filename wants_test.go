@@ -1255,6 +1255,9 @@ func TestAWantCopyThatLandsAfterItsHandOffIsWithdrawn(t *testing.T) {
 	slowPub.on.Store(true)
 	killSubscriptions(t, r, "waiter") // the waiter's gap: it repeats its want, slowly
 	<-slowPub.started
+	// Only that copy is slow: the served want's withdrawal (served) lands
+	// before it, and what follows the copy is the copy's own withdrawal.
+	slowPub.on.Store(false)
 	if err := holder.Unlock(bg); err != nil { // handed to the want, before the copy lands
 		t.Fatal(err)
 	}
