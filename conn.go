@@ -37,6 +37,10 @@ type conn interface {
 	script(ctx context.Context, args []any) reply
 	// publish sends message on channel.
 	publish(ctx context.Context, channel, message string) error
+	// publishAll sends messages[i] on channels[i], for each i, in one
+	// round trip where the driver can (a pipeline), and returns the first
+	// error.
+	publishAll(ctx context.Context, channels, messages []string) error
 	// subscribe opens a pub/sub connection subscribed to nothing yet.
 	subscribe() subscription
 	// cluster reports whether the master is a Redis Cluster, whose scripts
@@ -84,6 +88,21 @@ func (g goRedis) publish(ctx context.Context, channel, message string) error {
 		return g.c.SPublish(ctx, channel, message).Err()
 	}
 	return g.c.Publish(ctx, channel, message).Err()
+}
+
+func (g goRedis) publishAll(ctx context.Context, channels, messages []string) error {
+	cluster := g.cluster()
+	_, err := g.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, ch := range channels {
+			if cluster {
+				p.SPublish(ctx, ch, messages[i])
+			} else {
+				p.Publish(ctx, ch, messages[i])
+			}
+		}
+		return nil
+	})
+	return err
 }
 
 func (g goRedis) subscribe() subscription {

@@ -28,6 +28,15 @@ func (f *foreignConn) publish(ctx context.Context, channel, message string) erro
 	return f.inner.publish(ctx, channel, message)
 }
 
+func (f *foreignConn) publishAll(ctx context.Context, channels, messages []string) error {
+	for i, ch := range channels {
+		if err := f.publish(ctx, ch, messages[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (f *foreignConn) subscribe() subscription {
 	f.subscriptions.Add(1)
 	return foreignSub{f.inner.subscribe()}

@@ -36,6 +36,9 @@ type testHooks struct {
 	// its want, on its goroutine: first thing in takeHanded (wants.go);
 	// in probe, once the nodes confirmed the hand-off.
 	takingHandOff func()
+	// closeReleasing runs as Close starts releasing the tokens of the wants
+	// it withdrew (withdrawAll).
+	closeReleasing func()
 	// confirming runs first thing in a waiter's confirmation round
 	// (confirm, wants.go), on its goroutine.
 	confirming func()

@@ -447,6 +447,66 @@ func TestAClosingClientWithdrawsItsServedWantsOnEveryMaster(t *testing.T) {
 	}
 }
 
+// TestCloseReleasesServedWantsOnlyOnceTheirWithdrawalsLanded: Close
+// withdraws the wants it served lately on every master, and releases their
+// tokens after. A release before a withdrawal lands may come before a
+// hand-off to the token by a Client that has not heard the withdrawal yet,
+// and then nobody releases that hand-off: an adversary review had the key
+// taken for its TTL (4 of 4 runs) with a few hundred tickets withdrawn one
+// round trip at a time, longer than Close waits. They go as one pipeline
+// per master. Here every single PUBLISH of the closing Client takes 2 s,
+// which a pipeline does not: withdrawn one at a time, the served want's
+// withdrawal lands long after the release.
+func TestCloseReleasesServedWantsOnlyOnceTheirWithdrawalsLanded(t *testing.T) {
+	r := startReal(t, 5)
+	h := r.client()
+	c := namedClient(t, r, "deaf")
+	slow := &publishDelay{delay: scaled(2 * time.Second), started: make(chan struct{}, 1)}
+	b := hookedClient(t, r, slow, []int{0, 1, 2, 3, 4})
+	watching(t, c, "k")
+	holder := holding(t, h)
+	b.cfg.test.takingHandOff = func() { // c loses the master the withdrawal goes to
+		killSubscriptions(t, r, "deaf", int(b.wantNode.Load()+1)%len(r.servers))
+	}
+	const ttl = 10 * time.Second
+	res := tryLockAsync(b, "k", ttl)
+	wantKnown(t, h, "k", 1)
+	wantKnown(t, c, "k", 1)
+	w := wantsOf(h, "k")[0]
+	if err := holder.Unlock(bg); err != nil {
+		t.Fatal(err)
+	}
+	got := within(t, scaled(5*time.Second), "the waiter", func() lockResult { return <-res })
+	if got.err != nil || got.l.Token() != w {
+		t.Fatalf("the waiter: %v", got.err)
+	}
+	if err := got.l.Unlock(bg); err != nil {
+		t.Fatal(err)
+	}
+	settle(b)
+	if wantOver(c, "k", w) {
+		t.Fatal("c heard the served want's withdrawal: the case is not staged")
+	}
+	l, err := c.Lock(bg, "k", ttl) // c holds the key as b closes
+	if err != nil {
+		t.Fatal(err)
+	}
+	releasing := make(chan struct{})
+	b.cfg.test.closeReleasing = func() { close(releasing) }
+	slow.on.Store(true)
+	closed := make(chan error, 1)
+	go func() { closed <- b.Close() }()
+	within(t, scaled(10*time.Second), "Close's releases", func() struct{} { return <-releasing })
+	if err := l.Unlock(bg); err != nil { // a hand-off, unless c heard the withdrawal
+		t.Fatal(err)
+	}
+	within(t, scaled(10*time.Second), "Close", func() error { return <-closed })
+	settle(c)
+	if n := r.count("k", w); n > 0 {
+		t.Fatalf("the key is held by the closed Client's served want %s on %d masters, for the TTL", w, n)
+	}
+}
+
 // TestAServedWantIsWithdrawnForTheOtherClients: the other Clients do not
 // hear a hand-off (TestAHandOffIsHeardByItsRecipientAlone), so the served
 // waiter's Client withdraws its want. A Client that kept it would hand the

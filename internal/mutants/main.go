@@ -1031,6 +1031,13 @@ var mutants = []mutant{
 		killers: "TestAClosingClientWithdrawsItsServedWantsOnEveryMaster",
 	},
 	{
+		name:    "close-withdraws-one-round-trip-at-a-time",
+		file:    "conn.go",
+		from:    "				p.Publish(ctx, ch, messages[i])",
+		to:      "				g.c.Publish(ctx, ch, messages[i])",
+		killers: "TestCloseReleasesServedWantsOnlyOnceTheirWithdrawalsLanded",
+	},
+	{
 		name:    "served-want-not-withdrawn",
 		file:    "wants.go",
 		from:    "		c.publishWant(lp.key, token, 0, lp.ttl)\n\t}()",
