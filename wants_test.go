@@ -500,7 +500,9 @@ func TestCloseReleasesServedWantsOnlyOnceTheirWithdrawalsLanded(t *testing.T) {
 	if err := l.Unlock(bg); err != nil { // a hand-off, unless c heard the withdrawal
 		t.Fatal(err)
 	}
-	within(t, scaled(10*time.Second), "Close", func() error { return <-closed })
+	if err := within(t, scaled(10*time.Second), "Close", func() error { return <-closed }); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
 	settle(c)
 	if n := r.count("k", w); n > 0 {
 		t.Fatalf("the key is held by the closed Client's served want %s on %d masters, for the TTL", w, n)
