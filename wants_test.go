@@ -407,12 +407,36 @@ func TestAClosingClientWithdrawsItsServedWantsOnEveryMaster(t *testing.T) {
 	r := startReal(t, 5)
 	h, b := r.client(), r.client()
 	c := namedClient(t, r, "deaf")
+	const ttl = 10 * time.Second
+	w := missedWithdrawal(t, r, h, b, c, ttl)
+	_ = b.Close() // nobody hears a hand-off to its tokens any more
+	ctx, cancel := context.WithTimeout(bg, scaled(5*time.Second))
+	l, err := c.Lock(ctx, "k", ttl)
+	cancel()
+	if err != nil {
+		t.Fatalf("c's Lock: %v", err)
+	}
+	if err := l.Unlock(bg); err != nil {
+		t.Fatal(err)
+	}
+	settle(c)
+	if n := r.count("k", w); n > 0 {
+		t.Fatalf("c handed the key to the served want %s, now of a closed Client: %d masters hold it for the TTL", w, n)
+	}
+}
+
+// missedWithdrawal stages a served want whose withdrawal c missed: h holds
+// "k", b's waiter asks for it (for ttl), c hears the want; as b's waiter
+// takes the hand-off, c's subscription drops on the master its Client
+// withdraws the want on (c's connections carry the name "deaf":
+// namedClient); b's lock is released. It returns the served want's token.
+func missedWithdrawal(t *testing.T, r *realNodes, h, b, c *Client, ttl time.Duration) string {
+	t.Helper()
 	watching(t, c, "k")
 	holder := holding(t, h)
 	b.cfg.test.takingHandOff = func() { // c loses the master the withdrawal goes to
 		killSubscriptions(t, r, "deaf", int(b.wantNode.Load()+1)%len(r.servers))
 	}
-	const ttl = 10 * time.Second
 	res := tryLockAsync(b, "k", ttl)
 	wantKnown(t, h, "k", 1)
 	wantKnown(t, c, "k", 1)
@@ -431,20 +455,7 @@ func TestAClosingClientWithdrawsItsServedWantsOnEveryMaster(t *testing.T) {
 	if wantOver(c, "k", w) {
 		t.Fatal("c heard the served want's withdrawal: the case is not staged")
 	}
-	_ = b.Close() // nobody hears a hand-off to its tokens any more
-	ctx, cancel := context.WithTimeout(bg, scaled(5*time.Second))
-	l, err := c.Lock(ctx, "k", ttl)
-	cancel()
-	if err != nil {
-		t.Fatalf("c's Lock: %v", err)
-	}
-	if err := l.Unlock(bg); err != nil {
-		t.Fatal(err)
-	}
-	settle(c)
-	if n := r.count("k", w); n > 0 {
-		t.Fatalf("c handed the key to the served want %s, now of a closed Client: %d masters hold it for the TTL", w, n)
-	}
+	return w
 }
 
 // TestCloseReleasesServedWantsOnlyOnceTheirWithdrawalsLanded: Close
@@ -463,30 +474,8 @@ func TestCloseReleasesServedWantsOnlyOnceTheirWithdrawalsLanded(t *testing.T) {
 	c := namedClient(t, r, "deaf")
 	slow := &publishDelay{delay: scaled(2 * time.Second), started: make(chan struct{}, 1)}
 	b := hookedClient(t, r, slow, []int{0, 1, 2, 3, 4})
-	watching(t, c, "k")
-	holder := holding(t, h)
-	b.cfg.test.takingHandOff = func() { // c loses the master the withdrawal goes to
-		killSubscriptions(t, r, "deaf", int(b.wantNode.Load()+1)%len(r.servers))
-	}
 	const ttl = 10 * time.Second
-	res := tryLockAsync(b, "k", ttl)
-	wantKnown(t, h, "k", 1)
-	wantKnown(t, c, "k", 1)
-	w := wantsOf(h, "k")[0]
-	if err := holder.Unlock(bg); err != nil {
-		t.Fatal(err)
-	}
-	got := within(t, scaled(5*time.Second), "the waiter", func() lockResult { return <-res })
-	if got.err != nil || got.l.Token() != w {
-		t.Fatalf("the waiter: %v", got.err)
-	}
-	if err := got.l.Unlock(bg); err != nil {
-		t.Fatal(err)
-	}
-	settle(b)
-	if wantOver(c, "k", w) {
-		t.Fatal("c heard the served want's withdrawal: the case is not staged")
-	}
+	w := missedWithdrawal(t, r, h, b, c, ttl)
 	l, err := c.Lock(bg, "k", ttl) // c holds the key as b closes
 	if err != nil {
 		t.Fatal(err)
