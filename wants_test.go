@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -406,9 +407,9 @@ func TestAHandOffToAClientOfAnEarlierVersionIsAnnouncedOnTheKeysChannel(t *testi
 func TestAClosingClientWithdrawsItsServedWantsOnEveryMaster(t *testing.T) {
 	r := startReal(t, 5)
 	h, b := r.client(), r.client()
-	c := namedClient(t, r, "deaf")
+	c, slow := deafClient(t, r)
 	const ttl = 10 * time.Second
-	w := missedWithdrawal(t, r, h, b, c, ttl)
+	w := missedWithdrawal(t, r, h, b, c, slow, ttl)
 	_ = b.Close() // nobody hears a hand-off to its tokens any more
 	ctx, cancel := context.WithTimeout(bg, scaled(5*time.Second))
 	l, err := c.Lock(ctx, "k", ttl)
@@ -425,16 +426,51 @@ func TestAClosingClientWithdrawsItsServedWantsOnEveryMaster(t *testing.T) {
 	}
 }
 
+// deafClient is a Client over r's masters whose connections carry the name
+// "deaf" (killSubscriptions), and whose new connections wait while slow is
+// set, up to a few seconds: a subscription killed then stays down until
+// slow is cleared.
+func deafClient(t *testing.T, r *realNodes) (c *Client, slow *atomic.Bool) {
+	t.Helper()
+	slow = new(atomic.Bool)
+	over := make(chan struct{})
+	t.Cleanup(func() { close(over) })
+	nodes := make([]redis.UniversalClient, len(r.servers))
+	for i, s := range r.servers {
+		nodes[i] = s.Client(&redis.Options{ClientName: "deaf", Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			for deadline := time.Now().Add(scaled(5 * time.Second)); slow.Load() && time.Now().Before(deadline); {
+				select {
+				case <-time.After(time.Millisecond): // the test clears slow; no signal reaches a dialer
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				case <-over:
+					return nil, net.ErrClosed
+				}
+			}
+			var d net.Dialer
+			return d.DialContext(ctx, network, addr)
+		}})
+	}
+	c, err := New(nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c, slow
+}
+
 // missedWithdrawal stages a served want whose withdrawal c missed: h holds
 // "k", b's waiter asks for it (for ttl), c hears the want; as b's waiter
 // takes the hand-off, c's subscription drops on the master its Client
-// withdraws the want on (c's connections carry the name "deaf":
-// namedClient); b's lock is released. It returns the served want's token.
-func missedWithdrawal(t *testing.T, r *realNodes, h, b, c *Client, ttl time.Duration) string {
+// withdraws the want on, and comes back only once the withdrawal went out
+// (c from deafClient, with slow); b's lock is released. It returns the
+// served want's token.
+func missedWithdrawal(t *testing.T, r *realNodes, h, b, c *Client, slow *atomic.Bool, ttl time.Duration) string {
 	t.Helper()
 	watching(t, c, "k")
 	holder := holding(t, h)
 	b.cfg.test.takingHandOff = func() { // c loses the master the withdrawal goes to
+		slow.Store(true)
 		killSubscriptions(t, r, "deaf", int(b.wantNode.Load()+1)%len(r.servers))
 	}
 	res := tryLockAsync(b, "k", ttl)
@@ -451,7 +487,8 @@ func missedWithdrawal(t *testing.T, r *realNodes, h, b, c *Client, ttl time.Dura
 	if err := got.l.Unlock(bg); err != nil {
 		t.Fatal(err)
 	}
-	settle(b)
+	settle(b) // the withdrawal went out
+	slow.Store(false)
 	if wantOver(c, "k", w) {
 		t.Fatal("c heard the served want's withdrawal: the case is not staged")
 	}
@@ -471,18 +508,18 @@ func missedWithdrawal(t *testing.T, r *realNodes, h, b, c *Client, ttl time.Dura
 func TestCloseReleasesServedWantsOnlyOnceTheirWithdrawalsLanded(t *testing.T) {
 	r := startReal(t, 5)
 	h := r.client()
-	c := namedClient(t, r, "deaf")
-	slow := &publishDelay{delay: scaled(2 * time.Second), started: make(chan struct{}, 1)}
-	b := hookedClient(t, r, slow, []int{0, 1, 2, 3, 4})
+	c, deaf := deafClient(t, r)
+	slowPub := &publishDelay{delay: scaled(2 * time.Second), started: make(chan struct{}, 1)}
+	b := hookedClient(t, r, slowPub, []int{0, 1, 2, 3, 4})
 	const ttl = 10 * time.Second
-	w := missedWithdrawal(t, r, h, b, c, ttl)
+	w := missedWithdrawal(t, r, h, b, c, deaf, ttl)
 	l, err := c.Lock(bg, "k", ttl) // c holds the key as b closes
 	if err != nil {
 		t.Fatal(err)
 	}
 	releasing := make(chan struct{})
 	b.cfg.test.closeReleasing = func() { close(releasing) }
-	slow.on.Store(true)
+	slowPub.on.Store(true)
 	closed := make(chan error, 1)
 	go func() { closed <- b.Close() }()
 	within(t, scaled(10*time.Second), "Close's releases", func() struct{} { return <-releasing })
