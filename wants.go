@@ -226,7 +226,6 @@ type retiredToken struct {
 	l     *Lock
 	at    time.Time // retired then
 	until time.Time // forgotten then: a hand-off lands only while its holder's key lives
-	swept bool      // lateHandOff released it on every node already
 }
 
 // retire remembers token of key, wanted for ttl, with the lock it gave (nil
@@ -285,20 +284,9 @@ func (c *Client) lateTickets(since time.Time) []ticket {
 // here: its token may be another holder's now (Lock.Token, then Resume),
 // whose Extend may count this node
 // (TestALateHandOffLeavesAHandedLockResumedElsewhere).
-//
-// The first such notice releases token on every node: the hand-off went to
-// them all, and the Client may not hear some of them (its subscription to
-// the key there was refused, or not confirmed yet), where the key would
-// stay for the TTL (the fault generator's property 6, once in a rehearsal:
-// a holder that missed the served want's withdrawal handed the key to it).
 func (c *Client) lateHandOff(key, token string, node int) {
 	c.retiredMu.Lock()
 	r, ok := c.retired[token]
-	sweep := ok && r.key == key && !r.swept
-	if sweep {
-		r.swept = true
-		c.retired[token] = r
-	}
 	c.retiredMu.Unlock()
 	if !ok || r.key != key {
 		return
@@ -311,15 +299,7 @@ func (c *Client) lateHandOff(key, token string, node int) {
 	}
 	// Announced: the waiters heard the key go to token, and wait for its
 	// release.
-	announce := c.announce(releasedNotice, key, token, 0)
-	c.releaseNodeWith(c.nodes[node], key, token, r.ttl, announce)
-	if sweep {
-		for _, n := range c.nodes {
-			if n.index != node {
-				c.releaseNodeWith(n, key, token, r.ttl, announce)
-			}
-		}
-	}
+	c.releaseNodeWith(c.nodes[node], key, token, r.ttl, c.announce(releasedNotice, key, token, 0))
 	c.bg.Done()
 }
 

@@ -535,33 +535,6 @@ func TestCloseReleasesServedWantsOnlyOnceTheirWithdrawalsLanded(t *testing.T) {
 	}
 }
 
-// TestALateHandOffIsReleasedOnEveryMaster: a hand-off to a want its Client
-// is done with went to every master, and the Client may not hear some of
-// them (its subscription to the key there was refused while a master's
-// channel rights were revoked, say): the first late notice releases the
-// token everywhere. (The fault generator's property 6 caught a served
-// want's token left on master 0 for its TTL: a holder that missed the
-// want's withdrawal handed the key to it, and the served Client, not
-// subscribed there, released it on the others only.)
-func TestALateHandOffIsReleasedOnEveryMaster(t *testing.T) {
-	r := startReal(t, 5)
-	b := r.client()
-	const token = "late-token"
-	for _, a := range r.admin { // where the late hand-off put it
-		if err := a.Set(bg, "k", token, time.Minute).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	b.retire("k", token, time.Minute, nil) // a want it gave up
-	b.lateHandOff("k", token, 1)           // the one notice it heard
-	settle(b)
-	if n := r.count("k", token); n > 0 {
-		t.Fatalf("the late hand-off's token is left on %d masters after the notice of one", n)
-	}
-	b.lateHandOff("k", token, 2) // another: released there again, not everywhere again
-	settle(b)
-}
-
 // TestAServedWantIsWithdrawnForTheOtherClients: the other Clients do not
 // hear a hand-off (TestAHandOffIsHeardByItsRecipientAlone), so the served
 // waiter's Client withdraws its want. A Client that kept it would hand the

@@ -1038,13 +1038,6 @@ var mutants = []mutant{
 		killers: "TestCloseReleasesServedWantsOnlyOnceTheirWithdrawalsLanded",
 	},
 	{
-		name:    "late-hand-off-released-only-where-heard",
-		file:    "wants.go",
-		from:    "	sweep := ok && r.key == key && !r.swept",
-		to:      "	sweep := false && ok && r.key == key && !r.swept",
-		killers: "TestALateHandOffIsReleasedOnEveryMaster",
-	},
-	{
 		name:    "served-want-not-withdrawn",
 		file:    "wants.go",
 		from:    "		c.publishWant(lp.key, token, 0, lp.ttl)\n\t}()",
