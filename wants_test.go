@@ -296,20 +296,7 @@ func TestAHandOffIsHeardByItsRecipientAlone(t *testing.T) {
 		channel, payload string
 	}
 	notices := make(chan heard, 100)
-	for i, a := range r.admin { // every master's notices on the key's channel and on w's, as they come
-		ps := a.Subscribe(bg, noticeChannel("k"), handedChannel("k", w.id))
-		defer ps.Close()
-		for range 2 {
-			if _, err := ps.Receive(bg); err != nil {
-				t.Fatal(err)
-			}
-		}
-		go func() {
-			for m := range ps.Channel() {
-				notices <- heard{i, m.Channel, m.Payload}
-			}
-		}()
-	}
+	hearNotices(t, r, w, func(i int, m *redis.Message) { notices <- heard{i, m.Channel, m.Payload} })
 	if err := holder.Unlock(bg); err != nil {
 		t.Fatal(err)
 	}
@@ -1321,20 +1308,7 @@ func TestAWantCopyThatLandsAfterItsHandOffIsWithdrawn(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = w.Close() })
-	for i := range r.servers { // every master's notices on "k", and its hand-offs to w's waiters, as they come
-		ps := r.admin[i].Subscribe(bg, noticeChannel("k"), handedChannel("k", w.id))
-		defer ps.Close()
-		for range 2 {
-			if _, err := ps.Receive(bg); err != nil {
-				t.Fatal(err)
-			}
-		}
-		go func() {
-			for m := range ps.Channel() {
-				slowPub.record(m.Payload)
-			}
-		}()
-	}
+	hearNotices(t, r, w, func(_ int, m *redis.Message) { slowPub.record(m.Payload) })
 
 	holder := holding(t, h)
 	res := tryLockAsync(w, "k", time.Minute)
@@ -1361,6 +1335,28 @@ func TestAWantCopyThatLandsAfterItsHandOffIsWithdrawn(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// hearNotices passes every master's notices on "k", and its hand-offs of
+// "k" to w's waiters (handedChannel), to f as they come, with the master's
+// index, until the test ends; it returns once every master confirmed both
+// subscriptions.
+func hearNotices(t *testing.T, r *realNodes, w *Client, f func(master int, m *redis.Message)) {
+	t.Helper()
+	for i, a := range r.admin {
+		ps := a.Subscribe(bg, noticeChannel("k"), handedChannel("k", w.id))
+		t.Cleanup(func() { _ = ps.Close() })
+		for range 2 {
+			if _, err := ps.Receive(bg); err != nil {
+				t.Fatal(err)
+			}
+		}
+		go func() {
+			for m := range ps.Channel() {
+				f(i, m)
+			}
+		}()
+	}
 }
 
 // A publishDelay is a go-redis hook that, while on, delays each PUBLISH
