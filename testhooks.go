@@ -39,6 +39,10 @@ type testHooks struct {
 	// closeReleasing runs as Close starts releasing the tokens of the wants
 	// it withdrew (withdrawAll).
 	closeReleasing func()
+	// unlocking runs in Unlock once the lock is marked released (and
+	// letGo), before its hand-off or release round, on the caller's
+	// goroutine.
+	unlocking func()
 	// confirming runs first thing in a waiter's confirmation round
 	// (confirm, wants.go), on its goroutine.
 	confirming func()

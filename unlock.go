@@ -64,6 +64,9 @@ func (l *Lock) unlock(ctx context.Context) (handedTo recipient, err error) {
 	if err != nil {
 		return recipient{}, err
 	}
+	if h := l.c.cfg.test.unlocking; h != nil {
+		h()
+	}
 	// Before the hand-off or the deletes: an Extend running now must not
 	// take the key on a master the acquisition never asked once they have
 	// passed it (quorumfirst.go).

@@ -6,6 +6,7 @@ package redlock
 import (
 	"context"
 	"maps"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -226,6 +227,8 @@ type retiredToken struct {
 	l     *Lock
 	at    time.Time // retired then
 	until time.Time // forgotten then: a hand-off lands only while its holder's key lives
+	late  []bool    // the nodes heard handing it the key late, once one was (lateHandOff)
+	swept bool      // sweepLateHandOff is on its way
 }
 
 // retire remembers token of key, wanted for ttl, with the lock it gave (nil
@@ -283,15 +286,29 @@ func (c *Client) lateTickets(since time.Time) []ticket {
 // its Unlock releases every node.) Not a lock whose validity only ended
 // here: its token may be another holder's now (Lock.Token, then Resume),
 // whose Extend may count this node
-// (TestALateHandOffLeavesAHandedLockResumedElsewhere).
+// (TestALateHandOffLeavesAHandedLockResumedElsewhere). The first such
+// notice also schedules the release on the nodes not heard
+// (sweepLateHandOff).
 func (c *Client) lateHandOff(key, token string, node int) {
 	c.retiredMu.Lock()
 	r, ok := c.retired[token]
 	c.retiredMu.Unlock()
-	if !ok || r.key != key {
+	if !ok || r.key != key || (r.l != nil && !r.l.letGo()) {
 		return
 	}
-	if r.l != nil && !r.l.letGo() {
+	c.retiredMu.Lock()
+	r, ok = c.retired[token]
+	sweep := ok && !r.swept // once per token
+	if ok {
+		if r.late == nil {
+			r.late = make([]bool, len(c.nodes))
+		}
+		r.late[node] = true
+		r.swept = true
+		c.retired[token] = r
+	}
+	c.retiredMu.Unlock()
+	if !ok {
 		return
 	}
 	if c.enter() != nil {
@@ -301,6 +318,44 @@ func (c *Client) lateHandOff(key, token string, node int) {
 	// release.
 	c.releaseNodeWith(c.nodes[node], key, token, r.ttl, c.announce(releasedNotice, key, token, 0))
 	c.bg.Done()
+	if sweep {
+		time.AfterFunc(c.nodeTimeout(r.ttl), func() { c.sweepLateHandOff(key, token) })
+	}
+}
+
+// sweepLateHandOff releases token on the nodes not heard handing it key,
+// a node deadline after the first late hand-off to it was heard: the
+// hand-off went to every node, and this Client may not hear some of them
+// (its subscription there was refused while the master's channel rights
+// were revoked, or was not confirmed yet), where the key would stay for
+// the TTL with nobody to release it (the fault generator's property 6, once
+// in a rehearsal: a holder that missed a served want's withdrawal handed
+// the key to it). Not at once: this Client's own hand-off of the same
+// token (its Unlock, which marks the lock let go as it starts) may still
+// be on its way to a node, where a release first would take away the key
+// it hands on (TestAServedWantIsWithdrawnForTheOtherClients, 8 runs of 50
+// with the release at once). The node deadline has passed for it by now.
+func (c *Client) sweepLateHandOff(key, token string) {
+	c.retiredMu.Lock()
+	r, ok := c.retired[token]
+	var heard []bool
+	if ok {
+		heard = slices.Clone(r.late)
+	}
+	c.retiredMu.Unlock()
+	if !ok || r.key != key || (r.l != nil && !r.l.letGo()) {
+		return
+	}
+	if c.enter() != nil {
+		return // Close releases the tokens retired lately (lateTickets)
+	}
+	defer c.bg.Done()
+	announce := c.announce(releasedNotice, key, token, 0)
+	for i, n := range c.nodes {
+		if i >= len(heard) || !heard[i] {
+			c.releaseNodeWith(n, key, token, r.ttl, announce)
+		}
+	}
 }
 
 // claimWant returns the want that asked first, if it asked before since (a

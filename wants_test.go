@@ -522,6 +522,58 @@ func TestCloseReleasesServedWantsOnlyOnceTheirWithdrawalsLanded(t *testing.T) {
 	}
 }
 
+// TestALateHandOffIsReleasedOnEveryMaster: a hand-off to a want its Client
+// is done with went to every master, and the Client may not hear some of
+// them (its subscription to the key there was refused while a master's
+// channel rights were revoked, say): the first late notice releases the
+// token on the others too, a node deadline later. (The fault generator's
+// property 6 caught a served want's token left on master 0 for its TTL: a
+// holder that missed the want's withdrawal handed the key to it, and the
+// served Client, not subscribed there, released it on the others only.)
+func TestALateHandOffIsReleasedOnEveryMaster(t *testing.T) {
+	r := startReal(t, 5)
+	b := r.client()
+	const token = "late-token"
+	for i := range r.servers { // where the late hand-off put it
+		r.take(i, "k", token, time.Minute)
+	}
+	b.retire("k", token, time.Minute, nil) // a want it gave up
+	b.lateHandOff("k", token, 1)           // the one notice it heard
+	within(t, scaled(5*time.Second), "the late hand-off's token released on every master", func() bool {
+		for r.count("k", token) > 0 {
+			time.Sleep(time.Millisecond) // the sweep has no signal for tests
+		}
+		return true
+	})
+}
+
+// TestALateHandOffLeavesTheLocksOwnHandOffOnItsWay: the last notices of the
+// hand-off that gave a lock can come after its Unlock began, while its own
+// hand-off to another Client's waiter is on its way: releasing the token on
+// every master then would take away the key that hand-off passes on (the
+// release at once failed TestAServedWantIsWithdrawnForTheOtherClients 8
+// runs of 50). Here the late notice comes before the hand-off goes out.
+func TestALateHandOffLeavesTheLocksOwnHandOffOnItsWay(t *testing.T) {
+	r := startReal(t, 5)
+	a, b := r.client(), r.client()
+	held := holding(t, a)
+	a.retire("k", held.Token(), time.Minute, held) // as a hand-off gives it
+	res := tryLockAsync(b, "k", time.Minute)
+	wantKnown(t, a, "k", 1)
+	a.cfg.test.unlocking = func() { a.lateHandOff("k", held.Token(), 0) }
+	if err := held.Unlock(bg); err != nil {
+		t.Fatal(err)
+	}
+	got := within(t, scaled(5*time.Second), "the waiter", func() lockResult { return <-res })
+	if got.err != nil {
+		t.Fatal(got.err)
+	}
+	defer func() { _ = got.l.Unlock(bg) }()
+	if n := a.cfg.test.remoteHandOffs.Load(); n != 1 {
+		t.Fatalf("%d hand-offs to the waiter, want 1: the late notice's release took the key away first (%q)", n, r.values("k"))
+	}
+}
+
 // TestAServedWantIsWithdrawnForTheOtherClients: the other Clients do not
 // hear a hand-off (TestAHandOffIsHeardByItsRecipientAlone), so the served
 // waiter's Client withdraws its want. A Client that kept it would hand the

@@ -1038,6 +1038,20 @@ var mutants = []mutant{
 		killers: "TestCloseReleasesServedWantsOnlyOnceTheirWithdrawalsLanded",
 	},
 	{
+		name:    "late-hand-off-released-only-where-heard",
+		file:    "wants.go",
+		from:    "		time.AfterFunc(c.nodeTimeout(r.ttl), func() { c.sweepLateHandOff(key, token) })",
+		to:      "		_ = 0",
+		killers: "TestALateHandOffIsReleasedOnEveryMaster",
+	},
+	{
+		name:    "late-hand-off-released-everywhere-at-once",
+		file:    "wants.go",
+		from:    "		time.AfterFunc(c.nodeTimeout(r.ttl), func() { c.sweepLateHandOff(key, token) })",
+		to:      "		c.sweepLateHandOff(key, token)",
+		killers: "TestALateHandOffLeavesTheLocksOwnHandOffOnItsWay",
+	},
+	{
 		name:    "served-want-not-withdrawn",
 		file:    "wants.go",
 		from:    "		c.publishWant(lp.key, token, 0, lp.ttl)\n\t}()",
