@@ -40,6 +40,7 @@ type Lock struct {
 	until    time.Time
 	released bool
 	givenUp  bool          // Extend found the lock lost and released its keys
+	unlocked chan struct{} // made as Unlock begins, closed once its rounds are decided
 	done     chan struct{} // closed when the validity ends or Unlock is called
 	ended    bool          // done is closed
 	timer    *time.Timer   // runs expire at until
@@ -124,6 +125,24 @@ func (l *Lock) letGo() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.released || l.givenUp
+}
+
+// unlockDecided reports whether no round of this lock's Unlock is left
+// undecided (none ran, or all are decided: a request not sent by then never
+// is), and returns a channel closed once they are (nil when they are).
+func (l *Lock) unlockDecided() (bool, <-chan struct{}) {
+	l.mu.Lock()
+	ch := l.unlocked
+	l.mu.Unlock()
+	if ch == nil {
+		return true, nil
+	}
+	select {
+	case <-ch:
+		return true, nil
+	default:
+		return false, ch
+	}
 }
 
 // ttlNow returns the TTL of the last acquisition or extension.

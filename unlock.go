@@ -64,6 +64,7 @@ func (l *Lock) unlock(ctx context.Context) (handedTo recipient, err error) {
 	if err != nil {
 		return recipient{}, err
 	}
+	defer close(u.decided) // after the hand-off's and the deletes' rounds
 	if h := l.c.cfg.test.unlocking; h != nil {
 		h()
 	}
@@ -109,6 +110,7 @@ type unlocking struct {
 	ttl     time.Duration // of the last acquisition or extension
 	hasTurn bool          // the lock holds the Client's turn for its key
 	pass    func()        // passes that turn on; a no-op without one
+	decided chan struct{} // Lock.unlocked: closed once Unlock's rounds are decided
 }
 
 // markReleased marks the lock released and ends it, once. It returns
@@ -122,8 +124,13 @@ func (l *Lock) markReleased() (unlocking, error) {
 	}
 	l.released = true
 	givenUp := l.givenUp
+	var u unlocking
+	if !givenUp {
+		l.unlocked = make(chan struct{})
+		u.decided = l.unlocked
+	}
 	l.endLocked()
-	u := unlocking{until: l.until, ttl: l.ttl, hasTurn: l.pass != nil}
+	u.until, u.ttl, u.hasTurn = l.until, l.ttl, l.pass != nil
 	u.pass = l.takePass() // after reading l.pass
 
 	l.mu.Unlock()

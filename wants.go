@@ -227,8 +227,10 @@ type retiredToken struct {
 	l     *Lock
 	at    time.Time // retired then
 	until time.Time // forgotten then: a hand-off lands only while its holder's key lives
-	late  []bool    // the nodes heard handing it the key late, once one was (lateHandOff)
-	swept bool      // sweepLateHandOff is on its way
+	// late: per node, whether a late hand-off to it was released there
+	// (lateHandOff, sweepLateHandOff); nil before the first.
+	late     []bool
+	sweeping bool // sweepLateHandOff is scheduled, or ran
 }
 
 // retire remembers token of key, wanted for ttl, with the lock it gave (nil
@@ -286,8 +288,13 @@ func (c *Client) lateTickets(since time.Time) []ticket {
 // its Unlock releases every node.) Not a lock whose validity only ended
 // here: its token may be another holder's now (Lock.Token, then Resume),
 // whose Extend may count this node
-// (TestALateHandOffLeavesAHandedLockResumedElsewhere). The first such
-// notice also schedules the release on the nodes not heard
+// (TestALateHandOffLeavesAHandedLockResumedElsewhere).
+//
+// Not while the lock's own Unlock is undecided: its hand-off of the token
+// to the next waiter may still be queued for node, and a release put ahead
+// of it would take away the key it passes on
+// (TestALateHandOffLeavesTheLocksOwnHandOffOnItsWay). The first such notice
+// schedules the release on every node not released here yet
 // (sweepLateHandOff).
 func (c *Client) lateHandOff(key, token string, node int) {
 	c.retiredMu.Lock()
@@ -296,66 +303,88 @@ func (c *Client) lateHandOff(key, token string, node int) {
 	if !ok || r.key != key || (r.l != nil && !r.l.letGo()) {
 		return
 	}
+	now := r.l == nil
+	if !now {
+		now, _ = r.l.unlockDecided()
+	}
 	c.retiredMu.Lock()
 	r, ok = c.retired[token]
-	sweep := ok && !r.swept // once per token
+	sweep := ok && !r.sweeping // once per token
 	if ok {
 		if r.late == nil {
 			r.late = make([]bool, len(c.nodes))
 		}
-		r.late[node] = true
-		r.swept = true
+		r.late[node] = r.late[node] || now
+		r.sweeping = true
 		c.retired[token] = r
+	}
+	c.retiredMu.Unlock()
+	if !ok || c.enter() != nil {
+		return
+	}
+	if now {
+		// Announced: the waiters heard the key go to token, and wait for
+		// its release.
+		c.releaseNodeWith(c.nodes[node], key, token, r.ttl, c.announce(releasedNotice, key, token, 0))
+	}
+	if sweep {
+		c.bg.Add(1) // Close waits for it
+		time.AfterFunc(c.longestNodeTimeout(), func() { c.sweepLateHandOff(key, token) })
+	}
+	c.bg.Done()
+}
+
+// sweepLateHandOff releases token, late handed key, on the nodes where
+// lateHandOff did not: the hand-off went to every node, and this Client may
+// not hear some of them (its subscription there was refused while the
+// master's channel rights were revoked, or was not confirmed yet), where
+// the key would stay for the TTL with nobody to release it (the fault
+// generator's property 6, once in a rehearsal: a holder that missed a
+// served want's withdrawal handed the key to it). It runs the longest node
+// deadline after the first late notice, when the hand-off has reached
+// every node it will in time, and once the lock's own Unlock is decided
+// (lateHandOff). A notice heard after it is released at once. The caller
+// holds a registration in c.bg for it: Close waits for it.
+func (c *Client) sweepLateHandOff(key, token string) {
+	defer c.bg.Done()
+	c.retiredMu.Lock()
+	r, ok := c.retired[token]
+	c.retiredMu.Unlock()
+	if !ok || r.key != key || (r.l != nil && !r.l.letGo()) {
+		return
+	}
+	if r.l != nil {
+		if decided, ch := r.l.unlockDecided(); !decided {
+			<-ch // within the node deadline of its rounds
+		}
+	}
+	c.retiredMu.Lock()
+	r, ok = c.retired[token]
+	released := slices.Clone(r.late)
+	if ok && r.late != nil {
+		for i := range r.late {
+			r.late[i] = true
+		}
 	}
 	c.retiredMu.Unlock()
 	if !ok {
 		return
 	}
-	if c.enter() != nil {
-		return
-	}
-	// Announced: the waiters heard the key go to token, and wait for its
-	// release.
-	c.releaseNodeWith(c.nodes[node], key, token, r.ttl, c.announce(releasedNotice, key, token, 0))
-	c.bg.Done()
-	if sweep {
-		time.AfterFunc(c.nodeTimeout(r.ttl), func() { c.sweepLateHandOff(key, token) })
-	}
-}
-
-// sweepLateHandOff releases token on the nodes not heard handing it key,
-// a node deadline after the first late hand-off to it was heard: the
-// hand-off went to every node, and this Client may not hear some of them
-// (its subscription there was refused while the master's channel rights
-// were revoked, or was not confirmed yet), where the key would stay for
-// the TTL with nobody to release it (the fault generator's property 6, once
-// in a rehearsal: a holder that missed a served want's withdrawal handed
-// the key to it). Not at once: this Client's own hand-off of the same
-// token (its Unlock, which marks the lock let go as it starts) may still
-// be on its way to a node, where a release first would take away the key
-// it hands on (TestAServedWantIsWithdrawnForTheOtherClients, 8 runs of 50
-// with the release at once). The node deadline has passed for it by now.
-func (c *Client) sweepLateHandOff(key, token string) {
-	c.retiredMu.Lock()
-	r, ok := c.retired[token]
-	var heard []bool
-	if ok {
-		heard = slices.Clone(r.late)
-	}
-	c.retiredMu.Unlock()
-	if !ok || r.key != key || (r.l != nil && !r.l.letGo()) {
-		return
-	}
-	if c.enter() != nil {
-		return // Close releases the tokens retired lately (lateTickets)
-	}
-	defer c.bg.Done()
 	announce := c.announce(releasedNotice, key, token, 0)
 	for i, n := range c.nodes {
-		if i >= len(heard) || !heard[i] {
+		if i >= len(released) || !released[i] {
 			c.releaseNodeWith(n, key, token, r.ttl, announce)
 		}
 	}
+}
+
+// longestNodeTimeout bounds the node deadline of every round of this
+// Client's, whatever its TTL.
+func (c *Client) longestNodeTimeout() time.Duration {
+	if c.cfg.nodeTimeout > 0 {
+		return c.cfg.nodeTimeout
+	}
+	return DefaultMaxNodeTimeout
 }
 
 // claimWant returns the want that asked first, if it asked before since (a

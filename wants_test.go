@@ -526,7 +526,7 @@ func TestCloseReleasesServedWantsOnlyOnceTheirWithdrawalsLanded(t *testing.T) {
 // is done with went to every master, and the Client may not hear some of
 // them (its subscription to the key there was refused while a master's
 // channel rights were revoked, say): the first late notice releases the
-// token on the others too, a node deadline later. (The fault generator's
+// token on the others too, the longest node deadline later. (The fault generator's
 // property 6 caught a served want's token left on master 0 for its TTL: a
 // holder that missed the want's withdrawal handed the key to it, and the
 // served Client, not subscribed there, released it on the others only.)
@@ -552,7 +552,8 @@ func TestALateHandOffIsReleasedOnEveryMaster(t *testing.T) {
 // hand-off to another Client's waiter is on its way: releasing the token on
 // every master then would take away the key that hand-off passes on (the
 // release at once failed TestAServedWantIsWithdrawnForTheOtherClients 8
-// runs of 50). Here the late notice comes before the hand-off goes out.
+// runs of 50), and so would a release on the notice's own master alone.
+// Here the late notice comes before the hand-off goes out.
 func TestALateHandOffLeavesTheLocksOwnHandOffOnItsWay(t *testing.T) {
 	r := startReal(t, 5)
 	a, b := r.client(), r.client()
@@ -571,6 +572,10 @@ func TestALateHandOffLeavesTheLocksOwnHandOffOnItsWay(t *testing.T) {
 	defer func() { _ = got.l.Unlock(bg) }()
 	if n := a.cfg.test.remoteHandOffs.Load(); n != 1 {
 		t.Fatalf("%d hand-offs to the waiter, want 1: the late notice's release took the key away first (%q)", n, r.values("k"))
+	}
+	settle(a) // the hand-off's every call answered
+	if n := r.count("k", got.l.Token()); n != len(r.servers) {
+		t.Fatalf("the hand-off put the waiter's token on %d masters of %d: the late notice's release went ahead of it (%q)", n, len(r.servers), r.values("k"))
 	}
 }
 

@@ -1040,15 +1040,15 @@ var mutants = []mutant{
 	{
 		name:    "late-hand-off-released-only-where-heard",
 		file:    "wants.go",
-		from:    "		time.AfterFunc(c.nodeTimeout(r.ttl), func() { c.sweepLateHandOff(key, token) })",
+		from:    "		time.AfterFunc(c.longestNodeTimeout(), func() { c.sweepLateHandOff(key, token) })",
 		to:      "		_ = 0",
 		killers: "TestALateHandOffIsReleasedOnEveryMaster",
 	},
 	{
-		name:    "late-hand-off-released-everywhere-at-once",
+		name:    "late-hand-off-released-while-the-locks-unlock-is-undecided",
 		file:    "wants.go",
-		from:    "		time.AfterFunc(c.nodeTimeout(r.ttl), func() { c.sweepLateHandOff(key, token) })",
-		to:      "		c.sweepLateHandOff(key, token)",
+		from:    "		now, _ = r.l.unlockDecided()",
+		to:      "		now = true",
 		killers: "TestALateHandOffLeavesTheLocksOwnHandOffOnItsWay",
 	},
 	{
