@@ -1040,7 +1040,7 @@ var mutants = []mutant{
 	{
 		name:    "late-hand-off-released-only-where-heard",
 		file:    "wants.go",
-		from:    "		time.AfterFunc(c.longestNodeTimeout(), func() { c.sweepLateHandOff(key, token) })",
+		from:    "		c.bg.Add(1) // Close waits for it\n		time.AfterFunc(c.longestNodeTimeout(), func() { c.sweepLateHandOff(key, token) })",
 		to:      "		_ = 0",
 		killers: "TestALateHandOffIsReleasedOnEveryMaster",
 	},
