@@ -18,6 +18,7 @@ type testHooks struct {
 	noRemoteHandOff bool          // nor to another Client's: waiters announce nothing (wants.go)
 	linger          time.Duration // a key's subscription linger; 0: subscriptionLinger
 	wantRefresh     time.Duration // how often a waiter repeats its want; 0: wantRefresh
+	lateSweep       time.Duration // a late hand-off's sweep after its first notice; 0: longestNodeTimeout
 	// beforeWatch and afterWatch run around a waiter's subscription after
 	// its first failed attempt (retry.go, multi.go), on the waiter's goroutine.
 	beforeWatch, afterWatch func()

@@ -4,6 +4,7 @@
 package redlock
 
 import (
+	"cmp"
 	"context"
 	"maps"
 	"slices"
@@ -231,6 +232,7 @@ type retiredToken struct {
 	// (lateHandOff, sweepLateHandOff); nil before the first.
 	late     []bool
 	sweeping bool // sweepLateHandOff is scheduled, or ran
+	swept    bool // it ran
 }
 
 // retire remembers token of key, wanted for ttl, with the lock it gave (nil
@@ -249,8 +251,9 @@ func (c *Client) retire(key, token string, ttl time.Duration, l *Lock) {
 	c.retired[token] = retiredToken{key: key, ttl: ttl, l: l, at: now, until: now.Add(keep)}
 }
 
-// lateTickets returns the wants this Client retired since, with no lock
-// of them or one its Unlock released: a hand-off on its way to one of them
+// lateTickets returns the wants this Client retired since, or whose late
+// hand-off's sweep Close cut short, with no lock of them or one its Unlock
+// released: a hand-off on its way to one of them
 // may land once Close stopped hearing the notices that lateHandOff acts on
 // (a holder that missed the withdrawal hands over to a want it heard
 // within wantFresh), and would keep the key for its TTL with nobody to
@@ -265,7 +268,7 @@ func (c *Client) lateTickets(since time.Time) []ticket {
 	var recent []late
 	c.retiredMu.Lock()
 	for token, r := range c.retired {
-		if !r.at.Before(since) {
+		if !r.at.Before(since) || (r.sweeping && !r.swept) { // or a sweep Close cut short
 			recent = append(recent, late{ticket{key: r.key, token: token, ttl: r.ttl}, r.l})
 		}
 	}
@@ -297,10 +300,8 @@ func (c *Client) lateTickets(since time.Time) []ticket {
 // schedules the release on every node not released here yet
 // (sweepLateHandOff).
 func (c *Client) lateHandOff(key, token string, node int) {
-	c.retiredMu.Lock()
-	r, ok := c.retired[token]
-	c.retiredMu.Unlock()
-	if !ok || r.key != key || (r.l != nil && !r.l.letGo()) {
+	r, ok := c.doneWith(key, token)
+	if !ok {
 		return
 	}
 	now := r.l == nil
@@ -328,8 +329,8 @@ func (c *Client) lateHandOff(key, token string, node int) {
 		c.releaseNodeWith(c.nodes[node], key, token, r.ttl, c.announce(releasedNotice, key, token, 0))
 	}
 	if sweep {
-		c.bg.Add(1) // Close waits for it
-		time.AfterFunc(c.longestNodeTimeout(), func() { c.sweepLateHandOff(key, token) })
+		c.bg.Add(1) // Close cuts it short, and waits for it
+		go c.sweepLateHandOff(key, token, cmp.Or(c.cfg.test.lateSweep, c.longestNodeTimeout()))
 	}
 	c.bg.Done()
 }
@@ -344,13 +345,20 @@ func (c *Client) lateHandOff(key, token string, node int) {
 // deadline after the first late notice, when the hand-off has reached
 // every node it will in time, and once the lock's own Unlock is decided
 // (lateHandOff). A notice heard after it is released at once. The caller
-// holds a registration in c.bg for it: Close waits for it.
-func (c *Client) sweepLateHandOff(key, token string) {
+// holds a registration in c.bg for it. Close ends the wait: it releases
+// the token itself, with those of the wants retired lately, once it waited
+// out the node deadline (lateTickets).
+func (c *Client) sweepLateHandOff(key, token string, after time.Duration) {
 	defer c.bg.Done()
-	c.retiredMu.Lock()
-	r, ok := c.retired[token]
-	c.retiredMu.Unlock()
-	if !ok || r.key != key || (r.l != nil && !r.l.letGo()) {
+	t := time.NewTimer(after)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-c.closing:
+		return
+	}
+	r, ok := c.doneWith(key, token)
+	if !ok {
 		return
 	}
 	if r.l != nil {
@@ -361,10 +369,12 @@ func (c *Client) sweepLateHandOff(key, token string) {
 	c.retiredMu.Lock()
 	r, ok = c.retired[token]
 	released := slices.Clone(r.late)
-	if ok && r.late != nil {
+	if ok {
 		for i := range r.late {
 			r.late[i] = true
 		}
+		r.swept = true
+		c.retired[token] = r
 	}
 	c.retiredMu.Unlock()
 	if !ok {
@@ -376,6 +386,19 @@ func (c *Client) sweepLateHandOff(key, token string) {
 			c.releaseNodeWith(n, key, token, r.ttl, announce)
 		}
 	}
+}
+
+// doneWith returns what this Client retired of token, when it is a want
+// of key it is done with: its waiter gave up, or took the lock and let it
+// go (Lock.letGo).
+func (c *Client) doneWith(key, token string) (retiredToken, bool) {
+	c.retiredMu.Lock()
+	r, ok := c.retired[token]
+	c.retiredMu.Unlock()
+	if !ok || r.key != key || (r.l != nil && !r.l.letGo()) {
+		return r, false
+	}
+	return r, true
 }
 
 // longestNodeTimeout bounds the node deadline of every round of this

@@ -547,6 +547,43 @@ func TestALateHandOffIsReleasedOnEveryMaster(t *testing.T) {
 	})
 }
 
+// TestCloseReleasesALateHandOffWhoseSweepItCutShort: Close does not wait
+// for a late hand-off's sweep, due the node deadline after its first
+// notice, on top of its own wait of the node deadline (an adversary review:
+// Close took twice that): it ends the sweep's wait, and releases the token
+// itself, also one retired long before (not among the tokens Close
+// releases for being retired lately).
+func TestCloseReleasesALateHandOffWhoseSweepItCutShort(t *testing.T) {
+	for _, retired := range []time.Duration{0, time.Hour} {
+		t.Run(fmt.Sprintf("retired %v before", retired), func(t *testing.T) {
+			r := startReal(t, 5)
+			nodeTimeout := scaled(time.Second)
+			b := r.client(WithNodeTimeout(nodeTimeout))
+			const token = "late-token"
+			for i := range r.servers { // where the late hand-off put it
+				r.take(i, "k", token, time.Minute)
+			}
+			b.retire("k", token, time.Minute, nil) // a want it gave up
+			b.retiredMu.Lock()
+			rt := b.retired[token]
+			rt.at = rt.at.Add(-retired)
+			b.retired[token] = rt
+			b.retiredMu.Unlock()
+			b.lateHandOff("k", token, 1) // the one notice it heard
+			start := time.Now()
+			if err := b.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if took := time.Since(start); took > nodeTimeout*7/4 {
+				t.Errorf("Close took %v, with a node deadline of %v: it waited for the sweep too", took, nodeTimeout)
+			}
+			if n := r.count("k", token); n > 0 {
+				t.Fatalf("the late hand-off's token is left on %d masters after Close (%q)", n, r.values("k"))
+			}
+		})
+	}
+}
+
 // TestALateHandOffLeavesTheLocksOwnHandOffOnItsWay: the last notices of the
 // hand-off that gave a lock can come after its Unlock began, while its own
 // hand-off to another Client's waiter is on its way: releasing the token on
@@ -562,6 +599,9 @@ func TestALateHandOffLeavesTheLocksOwnHandOffOnItsWay(t *testing.T) {
 	res := tryLockAsync(b, "k", time.Minute)
 	wantKnown(t, a, "k", 1)
 	a.cfg.test.unlocking = func() { a.lateHandOff("k", held.Token(), 0) }
+	// Every master is sent the hand-off: a round won first would drop a
+	// request still queued, and release the token there instead.
+	firstSentTogether(handoffScript, goRedisClients(a), scaled(5*time.Second))
 	if err := held.Unlock(bg); err != nil {
 		t.Fatal(err)
 	}
@@ -895,6 +935,7 @@ func TestAHandOffThatReachesAMasterAfterTheWaitersUnlockIsReleased(t *testing.T)
 	defer late.open()
 	h := hookedClient(t, r, late, []int{4})
 	w := r.client()
+	w.cfg.test.lateSweep = time.Hour // the notice releases it, not the sweep
 	holder := holding(t, h)
 	res := tryLockAsync(w, "k", time.Minute)
 	wantKnown(t, h, "k", 1)
@@ -909,7 +950,12 @@ func TestAHandOffThatReachesAMasterAfterTheWaitersUnlockIsReleased(t *testing.T)
 	if err := got.l.Unlock(bg); err != nil {
 		t.Fatal(err)
 	}
-	settle(w)
+	within(t, scaled(5*time.Second), "the Unlock's every delete", func() bool {
+		for r.count("k", got.l.Token()) > 0 {
+			time.Sleep(time.Millisecond) // the masters have no signal; settle(w) would wait for the sweep
+		}
+		return true
+	})
 	late.open()
 	within(t, scaled(5*time.Second), "the late hand-off's release", func() bool {
 		for r.values("k")[4] != "" {

@@ -368,7 +368,7 @@ var mutants = []mutant{
 	{
 		name:    "late-hand-off-to-an-ended-lock-kept",
 		file:    "wants.go",
-		from:    "	c.releaseNodeWith(c.nodes[node], key, token, r.ttl, c.announce(releasedNotice, key, token, 0))\n",
+		from:    "		c.releaseNodeWith(c.nodes[node], key, token, r.ttl, c.announce(releasedNotice, key, token, 0))\n",
 		to:      "",
 		killers: "TestAHandOffThatReachesAMasterAfterTheWaitersUnlockIsReleased",
 	},
@@ -998,8 +998,8 @@ var mutants = []mutant{
 	{
 		name:    "late-hand-off-releases-want-locks-only-expired-here",
 		file:    "wants.go",
-		from:    "	if r.l != nil && !r.l.letGo() {\n\t\treturn",
-		to:      "	if r.l != nil && !r.l.letGo() && time.Now().Before(r.l.Until()) {\n\t\treturn",
+		from:    "	if !ok || r.key != key || (r.l != nil && !r.l.letGo()) {\n\t\treturn r, false",
+		to:      "	if !ok || r.key != key || (r.l != nil && !r.l.letGo() && time.Now().Before(r.l.Until())) {\n\t\treturn r, false",
 		killers: "TestALateHandOffLeavesAHandedLockResumedElsewhere",
 	},
 	{
@@ -1040,9 +1040,23 @@ var mutants = []mutant{
 	{
 		name:    "late-hand-off-released-only-where-heard",
 		file:    "wants.go",
-		from:    "		c.bg.Add(1) // Close waits for it\n		time.AfterFunc(c.longestNodeTimeout(), func() { c.sweepLateHandOff(key, token) })",
+		from:    "		c.bg.Add(1) // Close cuts it short, and waits for it\n		go c.sweepLateHandOff(key, token, cmp.Or(c.cfg.test.lateSweep, c.longestNodeTimeout()))",
 		to:      "		_ = 0",
 		killers: "TestALateHandOffIsReleasedOnEveryMaster",
+	},
+	{
+		name:    "close-waits-for-a-late-hand-offs-sweep",
+		file:    "wants.go",
+		from:    "	case <-t.C:\n	case <-c.closing:\n		return\n	}",
+		to:      "	case <-t.C:\n	}",
+		killers: "TestCloseReleasesALateHandOffWhoseSweepItCutShort",
+	},
+	{
+		name:    "close-forgets-a-late-hand-off-whose-sweep-it-cut-short",
+		file:    "wants.go",
+		from:    " || (r.sweeping && !r.swept) { // or a sweep Close cut short",
+		to:      " { // or a sweep Close cut short",
+		killers: "TestCloseReleasesALateHandOffWhoseSweepItCutShort",
 	},
 	{
 		name:    "late-hand-off-released-while-the-locks-unlock-is-undecided",
