@@ -78,7 +78,8 @@ func (l *Lock) unlock(ctx context.Context) (handedTo recipient, err error) {
 		return recipient{}, err
 	}
 	defer c.bg.Done()
-	var lost *handOffCalls // what a hand-off that ran first and lost left
+	defer c.sweepUnheard(l.key, l.token) // a lock a hand-off gave: once decided
+	var lost *handOffCalls               // what a hand-off that ran first and lost left
 	if to := l.recipient(u); to != (recipient{}) {
 		ho := l.handOff(ctx, to, u.ttl)
 		if ho.handed {

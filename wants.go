@@ -300,27 +300,31 @@ func (c *Client) lateTickets(since time.Time) []ticket {
 // schedules the release on every node not released here yet
 // (sweepLateHandOff).
 func (c *Client) lateHandOff(key, token string, node int) {
-	r, ok := c.doneWith(key, token)
-	if !ok {
+	c.retiredMu.Lock()
+	r, ok := c.retired[token]
+	c.retiredMu.Unlock()
+	if !ok || r.key != key {
 		return
 	}
-	now := r.l == nil
-	if !now {
+	// held: its Unlock, which comes after this notice, releases node.
+	held := r.l != nil && !r.l.letGo()
+	now := !held
+	if !held && r.l != nil {
 		now, _ = r.l.unlockDecided()
 	}
 	c.retiredMu.Lock()
 	r, ok = c.retired[token]
-	sweep := ok && !r.sweeping // once per token
+	sweep := ok && !held && !r.sweeping // once per token
 	if ok {
 		if r.late == nil {
 			r.late = make([]bool, len(c.nodes))
 		}
-		r.late[node] = r.late[node] || now
-		r.sweeping = true
+		r.late[node] = r.late[node] || held || now
+		r.sweeping = r.sweeping || sweep
 		c.retired[token] = r
 	}
 	c.retiredMu.Unlock()
-	if !ok || c.enter() != nil {
+	if !ok || held || c.enter() != nil {
 		return
 	}
 	if now {
@@ -329,10 +333,56 @@ func (c *Client) lateHandOff(key, token string, node int) {
 		c.releaseNodeWith(c.nodes[node], key, token, r.ttl, c.announce(releasedNotice, key, token, 0))
 	}
 	if sweep {
-		c.bg.Add(1) // Close cuts it short, and waits for it
+		c.bg.Add(1) // Close cuts it short, and waits for it: the first late notice's sweep
 		go c.sweepLateHandOff(key, token, cmp.Or(c.cfg.test.lateSweep, c.longestNodeTimeout()))
 	}
 	c.bg.Done()
+}
+
+// heardHandOff records the nodes heard handing token the key before its
+// waiter took the lock (nil: none), for sweepUnheard: the lock's Unlock
+// releases them.
+func (c *Client) heardHandOff(token string, heard []bool) {
+	c.retiredMu.Lock()
+	defer c.retiredMu.Unlock()
+	r, ok := c.retired[token]
+	if !ok || heard == nil {
+		return
+	}
+	if r.late == nil {
+		r.late = make([]bool, len(c.nodes))
+	}
+	for i, h := range heard {
+		r.late[i] = r.late[i] || h
+	}
+	c.retired[token] = r
+}
+
+// sweepUnheard, as the Unlock of a lock a hand-off gave ends, schedules the
+// release of its token on the nodes never heard handing it the key
+// (sweepLateHandOff): a hand-off that lands on one after the Unlock, with a
+// notice this Client does not hear, would keep the key for the TTL, and no
+// late notice would start a sweep (the fault generator's property 6, in two
+// rehearsals, on the one master left late). Whether this Client hears a
+// node is not known: go-redis subscribes again after a lost connection
+// without a word, and a refusal for want of channel rights (ACL) then goes
+// unseen. Most such nodes were never handed the key (a quorum-first lock
+// asks a majority only), so this costs a contended turn a release on each
+// (the contended benchmark: 20.3 → 24.1 server commands per acquisition).
+// The caller holds a registration in c.bg.
+func (c *Client) sweepUnheard(key, token string) {
+	c.retiredMu.Lock()
+	r, ok := c.retired[token]
+	sweep := ok && r.key == key && r.l != nil && !r.sweeping && (r.late == nil || slices.Contains(r.late, false))
+	if sweep {
+		r.sweeping = true
+		c.retired[token] = r
+	}
+	c.retiredMu.Unlock()
+	if sweep {
+		c.bg.Add(1) // Close cuts it short, and waits for it
+		go c.sweepLateHandOff(key, token, cmp.Or(c.cfg.test.lateSweep, c.longestNodeTimeout()))
+	}
 }
 
 // sweepLateHandOff releases token, late handed key, on the nodes where
@@ -471,12 +521,15 @@ func (h *watcher) expect(token string, ttl time.Duration) <-chan struct{} {
 
 // unexpect stops counting for token, and reports whether any node handed
 // the key to it.
-func (h *watcher) unexpect(token string) (heard bool) {
+func (h *watcher) unexpect(token string) (heard []bool) {
 	h.w.mu.Lock()
 	defer h.w.mu.Unlock()
 	e := h.kw.expects[token]
 	delete(h.kw.expects, token)
-	return e != nil && e.n > 0
+	if e == nil || e.n == 0 {
+		return nil
+	}
+	return e.nodes // nobody writes it once it is no longer expected
 }
 
 // subscribed reports whether the subscriptions to key's notices and to the
@@ -663,7 +716,7 @@ func (lp *waitLoop) takeHanded() (*Lock, error) {
 	defer c.bg.Done()
 	l := c.handedLock(lp.key, a.token, lp.ttl, true)
 	c.retire(lp.key, a.token, lp.ttl, l) // before unexpect: no notice falls between
-	lp.w.unexpect(a.token)
+	c.heardHandOff(a.token, lp.w.unexpect(a.token))
 	lp.want = nil
 	lp.served(a.token)
 	if validity(lp.ttl, time.Since(a.first), c.cfg.driftFactor) >= lp.ttl/2 {
@@ -754,7 +807,7 @@ func (lp *waitLoop) probe() (*Lock, error) {
 		h()
 	}
 	c.retire(lp.key, a.token, lp.ttl, l)
-	lp.w.unexpect(a.token)
+	c.heardHandOff(a.token, lp.w.unexpect(a.token))
 	lp.want = nil
 	lp.served(a.token)
 	return l, nil
@@ -794,7 +847,7 @@ func (lp *waitLoop) withdraw() {
 		return // Close withdraws what is still expected
 	}
 	c.retire(lp.key, a.token, lp.ttl, nil) // before unexpect: no notice falls between
-	c.withdraw(lp.key, a.token, lp.ttl, lp.w.unexpect(a.token))
+	c.withdraw(lp.key, a.token, lp.ttl, lp.w.unexpect(a.token) != nil)
 	c.bg.Done()
 	// Keep hearing the key a while, so that a hand-off already on its way
 	// to the token is heard, and released (lateHandOff).

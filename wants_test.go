@@ -965,6 +965,86 @@ func TestAHandOffThatReachesAMasterAfterTheWaitersUnlockIsReleased(t *testing.T)
 	})
 }
 
+// TestAHandOffThatReachesAMasterUnheardAfterTheWaitersUnlockIsReleased:
+// as TestAHandOffThatReachesAMasterAfterTheWaitersUnlockIsReleased, but the
+// waiter's Client does not hear the late hand-off's notice (master 4
+// revoked its user's channel rights, which ends its subscription there),
+// so no late notice starts a sweep: the Unlock of a lock a hand-off gave
+// schedules one for the masters never heard handing it the key. (The fault
+// generator's property 6 caught the token left there for its TTL, once in
+// a rehearsal.)
+func TestAHandOffThatReachesAMasterUnheardAfterTheWaitersUnlockIsReleased(t *testing.T) {
+	r := startReal(t, 5)
+	late := newBatchHold(handoffScript, 1)
+	defer late.open()
+	h := hookedClient(t, r, late, []int{4}, WithNodeTimeout(scaled(time.Minute))) // its held call stays valid
+	w, err := New(r.aclClients("w", "~*", "+@all", "&*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = w.Close() }()
+	w.cfg.test.lateSweep = scaled(2 * time.Second) // after the hand-off lands
+	holder := holding(t, h)
+	res := tryLockAsync(w, "k", time.Minute)
+	wantKnown(t, h, "k", 1)
+	if err := r.admin[4].Do(bg, "ACL", "SETUSER", "w", "resetchannels").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := holder.Unlock(bg); err != nil {
+		t.Fatal(err)
+	}
+	<-late.holding // the hand-off to master 4 waits
+	got := <-res
+	if got.err != nil {
+		t.Fatal(got.err)
+	}
+	token := got.l.Token()
+	// Every notice of masters 0 to 3 heard first: one heard after the
+	// Unlock would start a sweep of its own (lateHandOff).
+	within(t, scaled(5*time.Second), "the notices of masters 0 to 3", func() bool {
+		for heardHandOffs(w, token) < 4 {
+			time.Sleep(time.Millisecond) // the waker has no signal for tests
+		}
+		return true
+	})
+	if err := got.l.Unlock(bg); err != nil {
+		t.Fatal(err)
+	}
+	within(t, scaled(5*time.Second), "the Unlock's every delete", func() bool {
+		for r.count("k", token) > 0 {
+			time.Sleep(time.Millisecond) // the masters have no signal
+		}
+		return true
+	})
+	late.open()
+	within(t, scaled(5*time.Second), "the late hand-off on master 4", func() bool {
+		for r.values("k")[4] != token {
+			time.Sleep(time.Millisecond) // the masters have no signal
+		}
+		return true
+	})
+	within(t, scaled(10*time.Second), "the unheard late hand-off's release", func() bool {
+		for r.values("k")[4] != "" {
+			time.Sleep(time.Millisecond) // the masters have no signal
+		}
+		return true
+	})
+}
+
+// heardHandOffs counts the masters c heard handing token the key, for a
+// lock a hand-off gave it.
+func heardHandOffs(c *Client, token string) int {
+	c.retiredMu.Lock()
+	defer c.retiredMu.Unlock()
+	n := 0
+	for _, h := range c.retired[token].late {
+		if h {
+			n++
+		}
+	}
+	return n
+}
+
 // TestAWantNobodyHearsKeepsTheBackoff: a waiter whose attempt failed
 // without a majority of refusals (two masters held by another token, one
 // hung) does not know that anybody holds the key; its want must not stretch

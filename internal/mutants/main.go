@@ -998,8 +998,8 @@ var mutants = []mutant{
 	{
 		name:    "late-hand-off-releases-want-locks-only-expired-here",
 		file:    "wants.go",
-		from:    "	if !ok || r.key != key || (r.l != nil && !r.l.letGo()) {\n\t\treturn r, false",
-		to:      "	if !ok || r.key != key || (r.l != nil && !r.l.letGo() && time.Now().Before(r.l.Until())) {\n\t\treturn r, false",
+		from:    "	held := r.l != nil && !r.l.letGo()\n",
+		to:      "	held := r.l != nil && !r.l.letGo() && time.Now().Before(r.l.Until())\n",
 		killers: "TestALateHandOffLeavesAHandedLockResumedElsewhere",
 	},
 	{
@@ -1040,7 +1040,7 @@ var mutants = []mutant{
 	{
 		name:    "late-hand-off-released-only-where-heard",
 		file:    "wants.go",
-		from:    "		c.bg.Add(1) // Close cuts it short, and waits for it\n		go c.sweepLateHandOff(key, token, cmp.Or(c.cfg.test.lateSweep, c.longestNodeTimeout()))",
+		from:    "		c.bg.Add(1) // Close cuts it short, and waits for it: the first late notice's sweep\n		go c.sweepLateHandOff(key, token, cmp.Or(c.cfg.test.lateSweep, c.longestNodeTimeout()))",
 		to:      "		_ = 0",
 		killers: "TestALateHandOffIsReleasedOnEveryMaster",
 	},
@@ -1057,6 +1057,13 @@ var mutants = []mutant{
 		from:    " || (r.sweeping && !r.swept) { // or a sweep Close cut short",
 		to:      " { // or a sweep Close cut short",
 		killers: "TestCloseReleasesALateHandOffWhoseSweepItCutShort",
+	},
+	{
+		name:    "unlock-of-a-handed-lock-sweeps-no-unheard-master",
+		file:    "unlock.go",
+		from:    "	defer c.sweepUnheard(l.key, l.token) // a lock a hand-off gave: once decided\n",
+		to:      "",
+		killers: "TestAHandOffThatReachesAMasterUnheardAfterTheWaitersUnlockIsReleased",
 	},
 	{
 		name:    "late-hand-off-released-while-the-locks-unlock-is-undecided",
