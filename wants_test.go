@@ -950,19 +950,9 @@ func TestAHandOffThatReachesAMasterAfterTheWaitersUnlockIsReleased(t *testing.T)
 	if err := got.l.Unlock(bg); err != nil {
 		t.Fatal(err)
 	}
-	within(t, scaled(5*time.Second), "the Unlock's every delete", func() bool {
-		for r.count("k", got.l.Token()) > 0 {
-			time.Sleep(time.Millisecond) // the masters have no signal; settle(w) would wait for the sweep
-		}
-		return true
-	})
+	awaitNone(t, r, got.l.Token(), "the Unlock's every delete")
 	late.open()
-	within(t, scaled(5*time.Second), "the late hand-off's release", func() bool {
-		for r.values("k")[4] != "" {
-			time.Sleep(time.Millisecond) // the masters have no signal
-		}
-		return true
-	})
+	awaitValue(t, r, 4, "", scaled(5*time.Second), "the late hand-off's release")
 }
 
 // TestAHandOffThatReachesAMasterUnheardAfterTheWaitersUnlockIsReleased:
@@ -1010,22 +1000,29 @@ func TestAHandOffThatReachesAMasterUnheardAfterTheWaitersUnlockIsReleased(t *tes
 	if err := got.l.Unlock(bg); err != nil {
 		t.Fatal(err)
 	}
-	within(t, scaled(5*time.Second), "the Unlock's every delete", func() bool {
-		for r.count("k", token) > 0 {
-			time.Sleep(time.Millisecond) // the masters have no signal
-		}
-		return true
-	})
+	awaitNone(t, r, token, "the Unlock's every delete")
 	late.open()
-	within(t, scaled(5*time.Second), "the late hand-off on master 4", func() bool {
-		for r.values("k")[4] != token {
+	awaitValue(t, r, 4, token, scaled(5*time.Second), "the late hand-off on master 4")
+	awaitValue(t, r, 4, "", scaled(10*time.Second), "the unheard late hand-off's release")
+}
+
+// awaitValue waits, within bound, until master i's "k" is v ("": gone).
+func awaitValue(t *testing.T, r *realNodes, i int, v string, bound time.Duration, what string) {
+	t.Helper()
+	within(t, bound, what, func() bool {
+		for r.values("k")[i] != v {
 			time.Sleep(time.Millisecond) // the masters have no signal
 		}
 		return true
 	})
-	within(t, scaled(10*time.Second), "the unheard late hand-off's release", func() bool {
-		for r.values("k")[4] != "" {
-			time.Sleep(time.Millisecond) // the masters have no signal
+}
+
+// awaitNone waits until no master's "k" holds token.
+func awaitNone(t *testing.T, r *realNodes, token, what string) {
+	t.Helper()
+	within(t, scaled(5*time.Second), what, func() bool {
+		for r.count("k", token) > 0 {
+			time.Sleep(time.Millisecond) // the masters have no signal; settle would wait for a sweep too
 		}
 		return true
 	})
