@@ -315,15 +315,6 @@ func (c *Client) lateHandOff(key, token string, node int) {
 	c.retiredMu.Lock()
 	r, ok = c.retired[token]
 	sweep := ok && !held && !r.sweeping // once per token
-	// again: node was heard handing token the key before. A hand-off lands
-	// once a node, so the key went from token to another there, and back:
-	// a holder that missed the served want's withdrawal handed it over
-	// again (a turn of its own, which needed a majority after the lock's
-	// tenure there ended, by its expiry or by a holder it was resumed by),
-	// although the lock still seems held here (its token passed on with
-	// Lock.Token, then Resume, and Unlocked there: the fault generator's
-	// property 6, once in a rehearsal).
-	stale := ok && held && r.late != nil && r.late[node]
 	if ok {
 		if r.late == nil {
 			r.late = make([]bool, len(c.nodes))
@@ -333,10 +324,10 @@ func (c *Client) lateHandOff(key, token string, node int) {
 		c.retired[token] = r
 	}
 	c.retiredMu.Unlock()
-	if !ok || (held && !stale) || c.enter() != nil {
+	if !ok || held || c.enter() != nil {
 		return
 	}
-	if now || stale {
+	if now {
 		// Announced: the waiters heard the key go to token, and wait for
 		// its release.
 		c.releaseNodeWith(c.nodes[node], key, token, r.ttl, c.announce(releasedNotice, key, token, 0))

@@ -584,29 +584,6 @@ func TestCloseReleasesALateHandOffWhoseSweepItCutShort(t *testing.T) {
 	}
 }
 
-// TestASecondHandOffToAHeldLocksTokenIsReleased: a notice that a node
-// handed a lock's token the key again, after that node's first, comes from
-// a holder that missed the served want's withdrawal: the key left the token
-// there in between, so the lock's tenure there ended, though the lock
-// still seems held here (its token was resumed by another Client, which
-// unlocked it). It is released there; a first notice, from the hand-off
-// that gave the lock, is left to the lock's Unlock.
-func TestASecondHandOffToAHeldLocksTokenIsReleased(t *testing.T) {
-	r := startReal(t, 5)
-	a := r.client()
-	held := holding(t, a) // a lock a hand-off gave, resumed elsewhere and unlocked there
-	token := held.Token()
-	a.retire("k", token, time.Minute, held)
-	a.heardHandOff(token, []bool{true, true, true, false, false}) // the hand-off that gave it
-	a.lateHandOff("k", token, 3)                                  // its late first notice from master 3
-	a.lateHandOff("k", token, 0)                                  // a second hand-off on master 0
-	awaitValue(t, r, 0, "", scaled(5*time.Second), "the second hand-off's release")
-	settle(a)
-	if v := r.values("k"); v[3] != token || v[1] != token {
-		t.Fatalf("a first notice's master lost the held lock's token: %q", v)
-	}
-}
-
 // TestALateHandOffLeavesTheLocksOwnHandOffOnItsWay: the last notices of the
 // hand-off that gave a lock can come after its Unlock began, while its own
 // hand-off to another Client's waiter is on its way: releasing the token on

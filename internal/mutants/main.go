@@ -1066,20 +1066,6 @@ var mutants = []mutant{
 		killers: "TestAHandOffThatReachesAMasterUnheardAfterTheWaitersUnlockIsReleased",
 	},
 	{
-		name:    "second-hand-off-to-a-held-locks-token-kept",
-		file:    "wants.go",
-		from:    "	stale := ok && held && r.late != nil && r.late[node]\n",
-		to:      "	stale := false && ok && held && r.late != nil && r.late[node]\n",
-		killers: "TestASecondHandOffToAHeldLocksTokenIsReleased",
-	},
-	{
-		name:    "first-late-notice-to-a-held-lock-released",
-		file:    "wants.go",
-		from:    "	stale := ok && held && r.late != nil && r.late[node]\n",
-		to:      "	stale := ok && held && r.late != nil\n",
-		killers: "TestASecondHandOffToAHeldLocksTokenIsReleased",
-	},
-	{
 		name:    "late-hand-off-released-while-the-locks-unlock-is-undecided",
 		file:    "wants.go",
 		from:    "		now, _ = r.l.unlockDecided()",
