@@ -939,14 +939,7 @@ func TestAHandOffThatReachesAMasterAfterTheWaitersUnlockIsReleased(t *testing.T)
 	holder := holding(t, h)
 	res := tryLockAsync(w, "k", time.Minute)
 	wantKnown(t, h, "k", 1)
-	if err := holder.Unlock(bg); err != nil {
-		t.Fatal(err)
-	}
-	<-late.holding // the hand-off to master 4 waits
-	got := <-res
-	if got.err != nil {
-		t.Fatal(got.err)
-	}
+	got := handedButOne(t, holder, late, res)
 	if err := got.l.Unlock(bg); err != nil {
 		t.Fatal(err)
 	}
@@ -980,14 +973,7 @@ func TestAHandOffThatReachesAMasterUnheardAfterTheWaitersUnlockIsReleased(t *tes
 	if err := r.admin[4].Do(bg, "ACL", "SETUSER", "w", "resetchannels").Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := holder.Unlock(bg); err != nil {
-		t.Fatal(err)
-	}
-	<-late.holding // the hand-off to master 4 waits
-	got := <-res
-	if got.err != nil {
-		t.Fatal(got.err)
-	}
+	got := handedButOne(t, holder, late, res)
 	token := got.l.Token()
 	// Every notice of masters 0 to 3 heard first: one heard after the
 	// Unlock would start a sweep of its own (lateHandOff).
@@ -1004,6 +990,21 @@ func TestAHandOffThatReachesAMasterUnheardAfterTheWaitersUnlockIsReleased(t *tes
 	late.open()
 	awaitValue(t, r, 4, token, scaled(5*time.Second), "the late hand-off on master 4")
 	awaitValue(t, r, 4, "", scaled(10*time.Second), "the unheard late hand-off's release")
+}
+
+// handedButOne unlocks holder, whose hand-off to the waiter of res late
+// holds on one master, and returns what the waiter got from the others.
+func handedButOne(t *testing.T, holder *Lock, late *batchHold, res <-chan lockResult) lockResult {
+	t.Helper()
+	if err := holder.Unlock(bg); err != nil {
+		t.Fatal(err)
+	}
+	<-late.holding // the hand-off to that master waits
+	got := <-res
+	if got.err != nil {
+		t.Fatal(got.err)
+	}
+	return got
 }
 
 // awaitValue waits, within bound, until master i's "k" is v ("": gone).
