@@ -29,6 +29,13 @@ import (
 // (Lock.Fence) is higher than the first holder's, so a resource that
 // checks fences refuses the first holder's writes from then on.
 //
+// A lock that a hand-off from another Client gave to a waiter (Lock's
+// wait, wants.go), passed on here and unlocked, can be handed the key
+// again by a holder that missed the want's withdrawal: its token then
+// stays until its TTL on the masters that holder held, and the key is
+// nobody's meanwhile. The Client the lock came from cannot release it: the
+// token may be held here still. This costs a turn, never a second holder.
+//
 // Resume returns an error matching ErrNotHeld, with a *QuorumError, when
 // no majority holds token for key in time. When a majority said the token
 // is gone (the lock was released, expired or taken over), no lock holds it

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
@@ -25,8 +26,9 @@ type Calls struct {
 
 type tokenCalls struct {
 	mu      sync.Mutex
-	pending map[int]int  // node → commands in flight
-	lost    map[int]bool // node → a command went unanswered
+	pending map[int]int       // node → commands in flight
+	lost    map[int]bool      // node → a command went unanswered
+	handed  map[int]time.Time // node → when a hand-off to the token was last sent there
 }
 
 // Hook returns the go-redis hook for node i's client.
@@ -45,8 +47,24 @@ func (c *Calls) Settled(token string, node int) bool {
 	return tc.pending[node] == 0 && !tc.lost[node]
 }
 
-// tokens returns the calls of every token among args.
-func (c *Calls) tokens(args []any) []*tokenCalls {
+// HandedSince reports whether a command that hands the key to token (a
+// hand-off: the token is a later UUID argument than the holder's) was sent
+// to node at or after t.
+func (c *Calls) HandedSince(token string, node int, t time.Time) bool {
+	v, ok := c.m.Load(token)
+	if !ok {
+		return false
+	}
+	tc := v.(*tokenCalls)
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	at, ok := tc.handed[node]
+	return ok && !at.Before(t)
+}
+
+// tokens returns the calls of every token among args, and records on node
+// a hand-off to each token after the first.
+func (c *Calls) tokens(node int, args []any) []*tokenCalls {
 	var out []*tokenCalls
 	for _, a := range args {
 		s, ok := a.(string)
@@ -56,8 +74,14 @@ func (c *Calls) tokens(args []any) []*tokenCalls {
 		if _, err := uuid.Parse(s); err != nil {
 			continue
 		}
-		v, _ := c.m.LoadOrStore(s, &tokenCalls{pending: map[int]int{}, lost: map[int]bool{}})
-		out = append(out, v.(*tokenCalls))
+		v, _ := c.m.LoadOrStore(s, &tokenCalls{pending: map[int]int{}, lost: map[int]bool{}, handed: map[int]time.Time{}})
+		tc := v.(*tokenCalls)
+		if len(out) > 0 {
+			tc.mu.Lock()
+			tc.handed[node] = time.Now()
+			tc.mu.Unlock()
+		}
+		out = append(out, tc)
 	}
 	return out
 }
@@ -71,7 +95,7 @@ func (callsHook) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (h callsHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		return h.track(h.c.tokens(cmd.Args()), func() error { return next(ctx, cmd) })
+		return h.track(h.c.tokens(h.node, cmd.Args()), func() error { return next(ctx, cmd) })
 	}
 }
 
@@ -79,7 +103,7 @@ func (h callsHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		var tcs []*tokenCalls
 		for _, cmd := range cmds {
-			tcs = append(tcs, h.c.tokens(cmd.Args())...)
+			tcs = append(tcs, h.c.tokens(h.node, cmd.Args())...)
 		}
 		return h.track(tcs, func() error { return next(ctx, cmds) })
 	}
