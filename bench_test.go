@@ -116,6 +116,15 @@ func withoutWaitShortcuts() Option {
 	}
 }
 
+// withoutWants keeps the Client's waiters from announcing wants to other
+// Clients' holders (wants.go).
+func withoutWants() Option {
+	return func(cfg *config) error {
+		cfg.test.noRemoteHandOff = true
+		return nil
+	}
+}
+
 // withoutHandOff turns off only the hand-off, to measure what it adds.
 func withoutHandOff() Option {
 	return func(cfg *config) error {

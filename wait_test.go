@@ -609,6 +609,7 @@ func TestAWaitersNextAttemptFindsItsLastOnesTokenGone(t *testing.T) {
 	w, reached, open := heldAttempts(t, r, acquireScript, []int{0},
 		WithNodeTimeout(scaled(5*time.Second)), // nothing queued at master 0 goes out beside the held reply meanwhile
 		WithRetryDelay(time.Minute, time.Minute),
+		withoutWants(), // no want out: its Close has no hand-off to wait out (the node deadline)
 		WithObserver(Observer{NodeReply: func(e NodeReplyEvent) {
 			if e.Op == "lock" {
 				replies <- e
