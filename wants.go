@@ -203,7 +203,13 @@ func (kw *keyWatch) fresh(now time.Time) []*want {
 }
 
 // handed counts node's notice that it handed the key to this Client's
-// token, and reports whether a waiter expects it.
+// token, and reports whether a waiter expects it. Notices of different
+// hand-off rounds add up, a lost round's too: each put the token on its
+// node after the want's first announcement, with the want's TTL, so it
+// stays there past the validity takeHanded gives the lock (from that
+// announcement, less drift); only this Client deletes it, and a master
+// that loses it by a restart is held back by the restart guard for longer
+// (TestAWaiterCountsALostHandOffRoundsMaster).
 func (kw *keyWatch) handed(token string, node, quorum int) bool {
 	e := kw.expects[token]
 	if e == nil {

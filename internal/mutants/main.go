@@ -1080,6 +1080,13 @@ var mutants = []mutant{
 		killers: "TestAServedWantIsWithdrawnForTheOtherClients",
 	},
 	{
+		name:    "remote-hand-off-sets-less-than-the-wants-ttl",
+		file:    "handoff.go",
+		from:    "		announce = newNotice(handedNotice, l.key, to.remote.client, to.remote.token, 0)\n",
+		to:      "		announce = newNotice(handedNotice, l.key, to.remote.client, to.remote.token, 0)\n		nttl /= 4\n",
+		killers: "TestAWaiterCountsALostHandOffRoundsMaster",
+	},
+	{
 		name:    "waiter-counts-hand-offs-before-its-handed-channel-is-confirmed",
 		file:    "wants.go",
 		from:    "	return h.kw.nsubs >= h.w.cfg.quorum && h.kw.nhsubs >= h.w.cfg.quorum",
