@@ -154,9 +154,22 @@ func (l *Lock) handOff(ctx context.Context, to recipient, ttl time.Duration) han
 	ho.args.newToken = nl.token
 	ho.args.trusted = boolArg(l.trustedHandOff(nttl))
 	ho.args.remote = boolArg(ho.remote)
+	var skip []error
+	if ho.remote {
+		// Not where our token is known not to be: the script leaves a free
+		// key or another's alone for another Client's waiter. (A local
+		// waiter's takes a free key.)
+		skip = l.refusedNodes()
+		for i, err := range skip {
+			if err != nil {
+				nl.holds[i].finish(false, nil)
+				ho.calls.holds[i].finish(false, nil)
+			}
+		}
+	}
 	own := c.wk.listening(l.key)
 	start := time.Now()
-	r := c.fanOut(context.WithoutCancel(ctx), "hand-off", l.key, c.deadline(start, nttl), nil, nttl, ho.on)
+	r := c.fanOut(context.WithoutCancel(ctx), "hand-off", l.key, c.deadline(start, nttl), skip, nttl, ho.on)
 	if ho.remote || ho.heard.Load() > own {
 		c.wk.othersListen(l.key, false)
 	}

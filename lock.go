@@ -127,6 +127,18 @@ func (l *Lock) letGo() bool {
 	return l.released || l.givenUp
 }
 
+// heardOn records a notice that a hand-off put l's token on node i: live
+// is false once l is let go (Unlock began, or Extend gave it up); covered,
+// that l's Unlock, which has not begun, asks the node (hold.heard).
+func (l *Lock) heardOn(i int) (live, covered bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.released || l.givenUp {
+		return false, false
+	}
+	return true, l.holds[i].heard()
+}
+
 // unlockDecided reports whether no round of this lock's Unlock is left
 // undecided (none ran, or all are decided: a request not sent by then never
 // is), and returns a channel closed once they are (nil when they are).

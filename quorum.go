@@ -539,6 +539,31 @@ func (h *hold) mayRetake() {
 	h.mu.Unlock()
 }
 
+// unheard records, for a lock taken on a hand-off's notices, that no
+// notice told of our token on the node: Unlock leaves the node to the sweep
+// of the nodes never heard (Client.narrowHanded). Extend still asks it to
+// take the key (retake).
+func (h *hold) unheard() {
+	h.mu.Lock()
+	if h.finishedLocked() {
+		h.mayHold = false
+	}
+	h.mu.Unlock()
+}
+
+// heard records that a notice told of our token on the node, and reports
+// whether Unlock now asks the node: not while an Extend's call asks it
+// (its answer decides).
+func (h *hold) heard() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.finishedLocked() {
+		return false
+	}
+	h.mayHold = true
+	return true
+}
+
 // giveUpReserved ends the asking: no Extend asks the node after this. It
 // gives the node up if it is reserved, and reports whether it was: nothing
 // was sent there. A call already asking it keeps the hold pending, for

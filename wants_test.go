@@ -939,7 +939,7 @@ func TestAHandOffThatReachesAMasterAfterTheWaitersUnlockIsReleased(t *testing.T)
 	holder := holding(t, h)
 	res := tryLockAsync(w, "k", time.Minute)
 	wantKnown(t, h, "k", 1)
-	got := handedButOne(t, holder, late, res)
+	got := handedButOne(t, w, holder, late, res)
 	if err := got.l.Unlock(bg); err != nil {
 		t.Fatal(err)
 	}
@@ -973,16 +973,8 @@ func TestAHandOffThatReachesAMasterUnheardAfterTheWaitersUnlockIsReleased(t *tes
 	if err := r.admin[4].Do(bg, "ACL", "SETUSER", "w", "resetchannels").Err(); err != nil {
 		t.Fatal(err)
 	}
-	got := handedButOne(t, holder, late, res)
+	got := handedButOne(t, w, holder, late, res)
 	token := got.l.Token()
-	// Every notice of masters 0 to 3 heard first: one heard after the
-	// Unlock would start a sweep of its own (lateHandOff).
-	within(t, scaled(5*time.Second), "the notices of masters 0 to 3", func() bool {
-		for heardHandOffs(w, token) < 4 {
-			time.Sleep(time.Millisecond) // the waker has no signal for tests
-		}
-		return true
-	})
 	if err := got.l.Unlock(bg); err != nil {
 		t.Fatal(err)
 	}
@@ -992,9 +984,11 @@ func TestAHandOffThatReachesAMasterUnheardAfterTheWaitersUnlockIsReleased(t *tes
 	awaitValue(t, r, 4, "", scaled(10*time.Second), "the unheard late hand-off's release")
 }
 
-// handedButOne unlocks holder, whose hand-off to the waiter of res late
-// holds on one master, and returns what the waiter got from the others.
-func handedButOne(t *testing.T, holder *Lock, late *batchHold, res <-chan lockResult) lockResult {
+// handedButOne unlocks holder, whose hand-off to the waiter of res, of
+// Client w, late holds on one master, and returns what the waiter got from
+// the others, once w heard every one of them: a notice heard after the
+// lock's Unlock began would leave its master to a sweep (lateHandOff).
+func handedButOne(t *testing.T, w *Client, holder *Lock, late *batchHold, res <-chan lockResult) lockResult {
 	t.Helper()
 	if err := holder.Unlock(bg); err != nil {
 		t.Fatal(err)
@@ -1004,6 +998,12 @@ func handedButOne(t *testing.T, holder *Lock, late *batchHold, res <-chan lockRe
 	if got.err != nil {
 		t.Fatal(got.err)
 	}
+	within(t, scaled(5*time.Second), "the other masters' notices", func() bool {
+		for heardHandOffs(w, got.l.Token()) < 4 {
+			time.Sleep(time.Millisecond) // the waker has no signal for tests
+		}
+		return true
+	})
 	return got
 }
 
@@ -2067,4 +2067,161 @@ func TestCloseDuringATakenHandOffReturnsNoLock(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestTheUnlockOfAHandedLockAsksOnlyTheMastersHeard: a lock its waiter took
+// on the notices of a quorum-first holder's hand-off (three masters) is
+// handed on to another Client's waiter, or released, by an Unlock that asks
+// those three masters alone: the other two never held its token, and the
+// sweep of the masters never heard (set an hour away here) is what would
+// release it there if this Client had missed a notice. It saves a contended
+// turn two commands per master (narrowHanded; a remote hand-off skips the
+// masters the lock does not hold).
+func TestTheUnlockOfAHandedLockAsksOnlyTheMastersHeard(t *testing.T) {
+	for _, handOn := range []bool{true, false} {
+		t.Run(map[bool]string{true: "handed on", false: "released"}[handOn], func(t *testing.T) {
+			unlockOfAHandedLock(t, handOn)
+		})
+	}
+}
+
+func unlockOfAHandedLock(t *testing.T, handOn bool) {
+	r := startReal(t, 5)
+	h := r.client(WithQuorumFirst())
+	preferred, reserves := preferredOf(h, "k")
+	scripts := make([]atomic.Int64, 5)
+	var counting atomic.Bool
+	clients := make([]redis.UniversalClient, 5)
+	for i, s := range r.servers {
+		clients[i] = s.Client(nil)
+		for _, sc := range []*luaScript{handoffScript, releaseScript} {
+			clients[i].AddHook(&scriptHook{script: sc, after: func(context.Context) error {
+				if counting.Load() {
+					scripts[i].Add(1)
+				}
+				return nil
+			}})
+		}
+	}
+	w, err := New(clients)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.Close() })
+	w.cfg.test.lateSweep = time.Hour
+	watching(t, w, "k")
+	holder := holding(t, h)
+	res := tryLockAsync(w, "k", time.Minute)
+	wantKnown(t, h, "k", 1)
+	if err := holder.Unlock(bg); err != nil {
+		t.Fatal(err)
+	}
+	got := <-res
+	if got.err != nil {
+		t.Fatal(got.err)
+	}
+	within(t, scaled(5*time.Second), "the three masters' notices", func() bool {
+		for heardHandOffs(w, got.l.Token()) < 3 {
+			time.Sleep(time.Millisecond) // the waker has no signal for tests
+		}
+		return true
+	})
+	var next <-chan lockResult
+	if handOn {
+		next = tryLockAsync(r.client(WithRetryDelay(time.Minute, time.Minute)), "k", time.Minute)
+		wantKnown(t, w, "k", 1)
+	}
+	counting.Store(true)
+	if err := got.l.Unlock(bg); err != nil {
+		t.Fatal(err)
+	}
+	if next != nil {
+		got2 := <-next
+		if got2.err != nil {
+			t.Fatal(got2.err)
+		}
+		if n := r.count("k", got2.l.Token()); n != 3 {
+			t.Errorf("the next waiter's token is on %d masters, want the 3 handed on", n)
+		}
+		defer func() { _ = got2.l.Unlock(bg) }()
+	} else if n := r.count("k", ""); n != 5 {
+		t.Errorf("the Unlock left the key on %d masters: %q", 5-n, r.values("k"))
+	}
+	counting.Store(false)
+	for _, i := range reserves {
+		if n := scripts[i].Load(); n != 0 {
+			t.Errorf("the Unlock sent %d scripts to master %d, which never held its token", n, i)
+		}
+	}
+	for _, i := range preferred {
+		if scripts[i].Load() == 0 {
+			t.Errorf("the Unlock sent nothing to master %d, which held its token", i)
+		}
+	}
+}
+
+// TestAHandOffThatReachesAMasterWhileItsLockIsHeldIsReleasedByItsUnlock:
+// the waiter took the lock on the notices of four masters, so its Unlock
+// would leave the fifth to the sweep of the masters never heard
+// (narrowHanded); the hand-off then lands there while the lock is held,
+// and its notice makes the Unlock release that master too, at once (the
+// sweep is an hour away here).
+func TestAHandOffThatReachesAMasterWhileItsLockIsHeldIsReleasedByItsUnlock(t *testing.T) {
+	r := startReal(t, 5)
+	late := newBatchHold(handoffScript, 1)
+	defer late.open()
+	h := hookedClient(t, r, late, []int{4})
+	w := r.client()
+	w.cfg.test.lateSweep = time.Hour
+	holder := holding(t, h)
+	res := tryLockAsync(w, "k", time.Minute)
+	wantKnown(t, h, "k", 1)
+	got := handedButOne(t, w, holder, late, res)
+	token := got.l.Token()
+	late.open()
+	awaitValue(t, r, 4, token, scaled(5*time.Second), "the late hand-off on master 4")
+	within(t, scaled(5*time.Second), "master 4's notice", func() bool {
+		for heardHandOffs(w, token) < 5 {
+			time.Sleep(time.Millisecond) // the waker has no signal for tests
+		}
+		return true
+	})
+	if err := got.l.Unlock(bg); err != nil {
+		t.Fatal(err)
+	}
+	awaitNone(t, r, token, "the Unlock's every delete")
+}
+
+// TestAHandedLocksMasterWhoseNoticeWasMissedIsReleasedAfterItsUnlock: the
+// hand-off lands on every master, but the waiter's Client does not hear
+// master 4 (its user's channel rights revoked there), so the lock's Unlock
+// leaves master 4 out (narrowHanded), and the sweep of the masters never
+// heard releases the token there once the Unlock is decided.
+func TestAHandedLocksMasterWhoseNoticeWasMissedIsReleasedAfterItsUnlock(t *testing.T) {
+	r := startReal(t, 5)
+	h := r.client()
+	w, err := New(r.aclClients("w", "~*", "+@all", "&*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = w.Close() }()
+	holder := holding(t, h)
+	res := tryLockAsync(w, "k", time.Minute)
+	wantKnown(t, h, "k", 1)
+	if err := r.admin[4].Do(bg, "ACL", "SETUSER", "w", "resetchannels").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := holder.Unlock(bg); err != nil {
+		t.Fatal(err)
+	}
+	got := <-res
+	if got.err != nil {
+		t.Fatal(got.err)
+	}
+	token := got.l.Token()
+	awaitValue(t, r, 4, token, scaled(5*time.Second), "the hand-off on master 4")
+	if err := got.l.Unlock(bg); err != nil {
+		t.Fatal(err)
+	}
+	awaitNone(t, r, token, "the Unlock's deletes and the sweep")
 }

@@ -1063,7 +1063,7 @@ var mutants = []mutant{
 		file:    "unlock.go",
 		from:    "	defer c.sweepUnheard(l.key, l.token) // a lock a hand-off gave: once decided\n",
 		to:      "",
-		killers: "TestAHandOffThatReachesAMasterUnheardAfterTheWaitersUnlockIsReleased",
+		killers: "TestAHandOffThatReachesAMasterUnheardAfterTheWaitersUnlockIsReleased|TestAHandedLocksMasterWhoseNoticeWasMissedIsReleasedAfterItsUnlock",
 	},
 	{
 		name:    "late-hand-off-released-while-the-locks-unlock-is-undecided",
@@ -1085,6 +1085,27 @@ var mutants = []mutant{
 		from:    "		announce = newNotice(handedNotice, l.key, to.remote.client, to.remote.token, 0)\n",
 		to:      "		announce = newNotice(handedNotice, l.key, to.remote.client, to.remote.token, 0)\n		nttl /= 4\n",
 		killers: "TestAWaiterCountsALostHandOffRoundsMaster",
+	},
+	{
+		name:    "handed-lock-asks-every-master-on-unlock",
+		file:    "wants.go",
+		from:    "		c.narrowHanded(a.token)\n",
+		to:      "",
+		killers: "TestTheUnlockOfAHandedLockAsksOnlyTheMastersHeard",
+	},
+	{
+		name:    "remote-hand-off-asks-masters-the-lock-does-not-hold",
+		file:    "handoff.go",
+		from:    "		skip = l.refusedNodes()\n",
+		to:      "		skip = make([]error, len(c.nodes))\n",
+		killers: "TestTheUnlockOfAHandedLockAsksOnlyTheMastersHeard/handed_on",
+	},
+	{
+		name:    "late-notice-while-held-leaves-an-unheard-master-out-of-unlock",
+		file:    "quorum.go",
+		from:    "	h.mayHold = true\n	return true\n",
+		to:      "	return true\n",
+		killers: "TestAHandOffThatReachesAMasterWhileItsLockIsHeldIsReleasedByItsUnlock",
 	},
 	{
 		name:    "waiter-counts-hand-offs-before-its-handed-channel-is-confirmed",
