@@ -105,6 +105,7 @@ func (l *Lock) extend(ctx context.Context, ttl time.Duration) error {
 		b, err := n.extend(ctx, args, h.born.Load())
 		if err == nil && b.yes {
 			h.born.Store(b.mem.born) // a later repair is for a later loss only
+			h.tokenSeen()            // Unlock asks it (narrowHanded)
 		}
 		return b, err
 	})

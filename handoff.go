@@ -158,8 +158,10 @@ func (l *Lock) handOff(ctx context.Context, to recipient, ttl time.Duration) han
 	if ho.remote {
 		// Not where our token is known not to be: the script leaves a free
 		// key or another's alone for another Client's waiter. (A local
-		// waiter's takes a free key.)
-		skip = l.refusedNodes()
+		// waiter's takes a free key.) Nor where it was never heard to be,
+		// for a lock taken on a hand-off's notices: the sweep of the nodes
+		// never heard releases it there (Client.narrowHanded).
+		skip = l.unlockSkips()
 		for i, err := range skip {
 			if err != nil {
 				nl.holds[i].finish(false, nil)

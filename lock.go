@@ -129,14 +129,14 @@ func (l *Lock) letGo() bool {
 
 // heardOn records a notice that a hand-off put l's token on node i: live
 // is false once l is let go (Unlock began, or Extend gave it up); covered,
-// that l's Unlock, which has not begun, asks the node (hold.heard).
+// that l's Unlock, which has not begun, asks the node (hold.tokenSeen).
 func (l *Lock) heardOn(i int) (live, covered bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.released || l.givenUp {
 		return false, false
 	}
-	return true, l.holds[i].heard()
+	return true, l.holds[i].tokenSeen()
 }
 
 // unlockDecided reports whether no round of this lock's Unlock is left
@@ -232,6 +232,20 @@ func (l *Lock) refusedNodes() []error {
 	skip := make([]error, len(l.holds))
 	for i, h := range l.holds {
 		if h.refused() {
+			skip[i] = ErrNodeRefused
+		}
+	}
+	return skip
+}
+
+// unlockSkips is refusedNodes for Unlock's rounds, which also leave out
+// the nodes of a lock taken on a hand-off's notices that none came from
+// (Client.narrowHanded): the sweep of the nodes never heard releases our
+// token there.
+func (l *Lock) unlockSkips() []error {
+	skip := make([]error, len(l.holds))
+	for i, h := range l.holds {
+		if h.unlockSkips() {
 			skip[i] = ErrNodeRefused
 		}
 	}

@@ -435,6 +435,10 @@ type hold struct {
 	// closed: Unlock began, and no Extend asks the node any more
 	// (giveUpReserved), whatever a call already asking it answers.
 	closed bool
+	// unheard: the lock was taken on a hand-off's notices, none of them
+	// from this node (markUnheard), and nothing told of our token here
+	// since: Unlock leaves it to the sweep of the nodes never heard.
+	unheard bool
 }
 
 func newHolds(n int) []*hold {
@@ -458,6 +462,9 @@ func (h *hold) finishCall(take, yes bool, err error) (release bool) {
 	defer h.mu.Unlock()
 	if take {
 		h.retake = !yes
+	}
+	if yes {
+		h.unheard = false
 	}
 	h.mayHold = yes || err != nil
 	close(h.done)
@@ -539,29 +546,33 @@ func (h *hold) mayRetake() {
 	h.mu.Unlock()
 }
 
-// unheard records, for a lock taken on a hand-off's notices, that no
-// notice told of our token on the node: Unlock leaves the node to the sweep
-// of the nodes never heard (Client.narrowHanded). Extend still asks it to
-// take the key (retake).
-func (h *hold) unheard() {
+// markUnheard records, for a lock taken on a hand-off's notices, that no
+// notice told of our token on the node: Unlock leaves the node out, to the
+// sweep of the nodes never heard (Client.narrowHanded). Extend and Fence
+// still ask it.
+func (h *hold) markUnheard() {
 	h.mu.Lock()
-	if h.finishedLocked() {
-		h.mayHold = false
-	}
+	h.unheard = true
 	h.mu.Unlock()
 }
 
-// heard records that a notice told of our token on the node, and reports
-// whether Unlock now asks the node: not while an Extend's call asks it
-// (its answer decides).
-func (h *hold) heard() bool {
+// tokenSeen records that a notice, or an Extend's yes, told of our token on
+// the node, so that Unlock asks it again, and reports whether Unlock does:
+// not when the node's last call answered no, nor while an Extend's call
+// asks it (its answer decides); the sweep then releases it.
+func (h *hold) tokenSeen() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if !h.finishedLocked() {
-		return false
-	}
-	h.mayHold = true
-	return true
+	h.unheard = false
+	return h.finishedLocked() && h.mayHold
+}
+
+// unlockSkips reports whether Unlock leaves the node out: it refused, or
+// it is unheard.
+func (h *hold) unlockSkips() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.unheard || h.reserved || h.finishedLocked() && !h.mayHold
 }
 
 // giveUpReserved ends the asking: no Extend asks the node after this. It

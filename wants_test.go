@@ -2225,3 +2225,94 @@ func TestAHandedLocksMasterWhoseNoticeWasMissedIsReleasedAfterItsUnlock(t *testi
 	}
 	awaitNone(t, r, token, "the Unlock's deletes and the sweep")
 }
+
+// TestAnExtendCountsAHandedLocksMasterItDidNotHear: the waiter's Client does
+// not hear master 4 (its user's channel rights revoked there), which the
+// hand-off reached all the same, so the lock's Unlock would leave master 4
+// to the sweep of the masters never heard (narrowHanded). Masters 2 and 3
+// then lose the key, as a restart without persistence would. An Extend
+// still asks master 4, and counts it: the token is on masters 0, 1 and 4,
+// a majority, and the lock holds; its Unlock then releases master 4 too.
+// (An adversary review: counted as a refusal, master 4 made the Extend
+// give the lock up, releasing masters 0 and 1 only, and the token stayed
+// on master 4 for its TTL.)
+func TestAnExtendCountsAHandedLocksMasterItDidNotHear(t *testing.T) {
+	r := startReal(t, 5)
+	h := r.client()
+	w, err := New(r.aclClients("w", "~*", "+@all", "&*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = w.Close() }()
+	w.cfg.test.lateSweep = time.Hour // the Unlock releases master 4, not the sweep
+	holder := holding(t, h)
+	res := tryLockAsync(w, "k", time.Minute)
+	wantKnown(t, h, "k", 1)
+	if err := r.admin[4].Do(bg, "ACL", "SETUSER", "w", "resetchannels").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := holder.Unlock(bg); err != nil {
+		t.Fatal(err)
+	}
+	got := <-res
+	if got.err != nil {
+		t.Fatal(got.err)
+	}
+	token := got.l.Token()
+	awaitValue(t, r, 4, token, scaled(5*time.Second), "the hand-off on master 4")
+	within(t, scaled(5*time.Second), "the four masters' notices", func() bool {
+		for heardHandOffs(w, token) < 4 {
+			time.Sleep(time.Millisecond) // the waker has no signal for tests
+		}
+		return true
+	})
+	for _, i := range []int{2, 3} {
+		if err := r.admin[i].Del(bg, "k").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := got.l.Extend(bg, time.Second); err != nil {
+		t.Fatalf("Extend with the token on masters 0, 1 and 4: %v", err)
+	}
+	if err := got.l.Unlock(bg); err != nil {
+		t.Fatalf("Unlock: %v", err)
+	}
+	awaitNone(t, r, token, "the Unlock's deletes")
+}
+
+// TestAHandOffThatLandsUnheardSoonAfterTheUnlockIsReleased: the sweep of the
+// masters never heard runs a node deadline after the Unlock, not after the
+// lock was taken: the hand-off that gave the lock may land on a master this
+// Client does not hear up to its giver's node deadline after its round
+// began, and a lock held longer than a node deadline would otherwise be
+// swept before it lands. (An adversary review: timed from the lock's
+// taking, the sweep ran at the Unlock, and the token that landed 150 ms
+// later stayed for its TTL.)
+func TestAHandOffThatLandsUnheardSoonAfterTheUnlockIsReleased(t *testing.T) {
+	r := startReal(t, 5)
+	late := newBatchHold(handoffScript, 1)
+	defer late.open()
+	h := hookedClient(t, r, late, []int{4}, WithNodeTimeout(scaled(time.Minute))) // its held call stays valid
+	nodeTimeout := scaled(time.Second)
+	w, err := New(r.aclClients("w", "~*", "+@all", "&*"), WithNodeTimeout(nodeTimeout))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = w.Close() }()
+	holder := holding(t, h)
+	res := tryLockAsync(w, "k", time.Minute)
+	wantKnown(t, h, "k", 1)
+	if err := r.admin[4].Do(bg, "ACL", "SETUSER", "w", "resetchannels").Err(); err != nil {
+		t.Fatal(err)
+	}
+	got := handedButOne(t, w, holder, late, res)
+	token := got.l.Token()
+	time.Sleep(nodeTimeout + nodeTimeout/5) // held longer than a node deadline: the test's subject
+	if err := got.l.Unlock(bg); err != nil {
+		t.Fatal(err)
+	}
+	awaitNone(t, r, token, "the Unlock's every delete")
+	late.open()
+	awaitValue(t, r, 4, token, scaled(5*time.Second), "the late hand-off on master 4")
+	awaitValue(t, r, 4, "", scaled(10*time.Second), "the unheard late hand-off's release")
+}
