@@ -155,23 +155,42 @@ func (l *Lock) handOff(ctx context.Context, to recipient, ttl time.Duration) han
 	ho.args.trusted = boolArg(l.trustedHandOff(nttl))
 	ho.args.remote = boolArg(ho.remote)
 	var skip []error
+	var unheard uint64
+	var hedge time.Duration
 	if ho.remote {
 		// Not where our token is known not to be: the script leaves a free
 		// key or another's alone for another Client's waiter. (A local
-		// waiter's takes a free key.) Nor where it was never heard to be,
-		// for a lock taken on a hand-off's notices: the sweep of the nodes
-		// never heard releases it there (Client.narrowHanded).
-		skip = l.unlockSkips()
+		// waiter's takes a free key.) And where it was never heard to be,
+		// for a lock taken on a hand-off's notices, only when the others
+		// cannot decide the round alone (Lock.unheardNodes).
+		skip = l.refusedNodes()
 		for i, err := range skip {
 			if err != nil {
 				nl.holds[i].finish(false, nil)
 				ho.calls.holds[i].finish(false, nil)
 			}
 		}
+		if unheard = l.unheardNodes(); unheard != 0 {
+			hedge = c.hedgeAfter(nttl)
+		}
 	}
 	own := c.wk.listening(l.key)
 	start := time.Now()
-	r := c.fanOut(context.WithoutCancel(ctx), "hand-off", l.key, c.deadline(start, nttl), skip, nttl, ho.on)
+	r := c.fanOutQuorumFirst(context.WithoutCancel(ctx), "hand-off", l.key, c.deadline(start, nttl), skip, nttl, nodeCall(ho.on), unheard, hedge)
+	for i := range c.nodes {
+		if r.unasked&(1<<i) == 0 {
+			continue
+		}
+		// Never asked: nothing of the new token there. Won, the sweep of
+		// the nodes never heard releases ours (cleanUp does not); lost,
+		// Unlock's release may ask it (a failed call: ours may be there).
+		nl.holds[i].finish(false, nil)
+		if r.won() {
+			ho.calls.holds[i].finish(false, nil)
+		} else {
+			ho.calls.holds[i].finish(false, errNotSent)
+		}
+	}
 	if ho.remote || ho.heard.Load() > own {
 		c.wk.othersListen(l.key, false)
 	}

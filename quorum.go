@@ -437,7 +437,7 @@ type hold struct {
 	closed bool
 	// unheard: the lock was taken on a hand-off's notices, none of them
 	// from this node (markUnheard), and nothing told of our token here
-	// since: Unlock leaves it to the sweep of the nodes never heard.
+	// since: Unlock's rounds hold it back, as a reserve.
 	unheard bool
 }
 
@@ -547,9 +547,10 @@ func (h *hold) mayRetake() {
 }
 
 // markUnheard records, for a lock taken on a hand-off's notices, that no
-// notice told of our token on the node: Unlock leaves the node out, to the
-// sweep of the nodes never heard (Client.narrowHanded). Extend and Fence
-// still ask it.
+// notice told of our token on the node: Unlock's rounds ask the node only
+// when the others cannot decide them alone, and the sweep of the nodes
+// never heard releases it otherwise (Client.narrowHanded). Extend and Fence
+// ask it as any other.
 func (h *hold) markUnheard() {
 	h.mu.Lock()
 	h.unheard = true
@@ -567,12 +568,12 @@ func (h *hold) tokenSeen() bool {
 	return h.finishedLocked() && h.mayHold
 }
 
-// unlockSkips reports whether Unlock leaves the node out: it refused, or
-// it is unheard.
-func (h *hold) unlockSkips() bool {
+// isUnheard reports whether the node is unheard (markUnheard), and not
+// known to refuse.
+func (h *hold) isUnheard() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.unheard || h.reserved || h.finishedLocked() && !h.mayHold
+	return h.unheard && !h.reserved && !(h.finishedLocked() && !h.mayHold)
 }
 
 // giveUpReserved ends the asking: no Extend asks the node after this. It

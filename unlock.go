@@ -155,7 +155,11 @@ func (l *Lock) release(ctx context.Context, ttl time.Duration, lost *handOffCall
 		rr.args.quiet = "1" // only a waiter that marked the key listens
 	}
 	deadline := nodeDeadline(time.Now().Add(c.nodeTimeout(ttl)))
-	r := c.fanOutAsync(context.WithoutCancel(ctx), "unlock", l.key, deadline, l.unlockSkips(), 0, rr)
+	unheard, hedge := l.unheardNodes(), time.Duration(0)
+	if unheard != 0 {
+		hedge = c.hedgeAfter(ttl)
+	}
+	r := c.fanOutQuorumFirst(context.WithoutCancel(ctx), "unlock", l.key, deadline, l.refusedNodes(), 0, rr, unheard, hedge)
 	if l.keys != nil {
 		if r.won() {
 			for _, k := range l.keys {

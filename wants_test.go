@@ -2316,3 +2316,133 @@ func TestAHandOffThatLandsUnheardSoonAfterTheUnlockIsReleased(t *testing.T) {
 	awaitValue(t, r, 4, token, scaled(5*time.Second), "the late hand-off on master 4")
 	awaitValue(t, r, 4, "", scaled(10*time.Second), "the unheard late hand-off's release")
 }
+
+// TestTheUnlockOfAHandedLockAsksAnUnheardMasterWhenItMustCount: the waiter's
+// Client does not hear master 4 (its user's channel rights revoked there),
+// which the hand-off reached all the same. Masters 2 and 3 then lose the
+// key, or stop answering; the token is on masters 0, 1 and 4, a majority.
+// The lock's Unlock (released, or handed on to another Client's waiter)
+// asks master 4 once masters 2 and 3 cannot decide its round, counts it,
+// and returns nil. (An adversary review: with master 4 left out, the
+// Unlock of a lock held on a majority reported it not held.)
+func TestTheUnlockOfAHandedLockAsksAnUnheardMasterWhenItMustCount(t *testing.T) {
+	for _, paused := range []bool{false, true} {
+		for _, handOn := range []bool{false, true} {
+			name := map[bool]string{false: "lost", true: "paused"}[paused] + "/" + map[bool]string{false: "released", true: "handed on"}[handOn]
+			t.Run(name, func(t *testing.T) { unheardMasterCounted(t, paused, handOn) })
+		}
+	}
+}
+
+func unheardMasterCounted(t *testing.T, paused, handOn bool) {
+	r := startReal(t, 5)
+	h := r.client()
+	w, err := New(r.aclClients("w", "~*", "+@all", "&*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, s := range r.servers {
+			s.Resume()
+		}
+		_ = w.Close()
+	})
+	w.cfg.test.lateSweep = time.Hour // the Unlock releases master 4, not the sweep
+	holder := holding(t, h)
+	res := tryLockAsync(w, "k", time.Minute)
+	wantKnown(t, h, "k", 1)
+	if err := r.admin[4].Do(bg, "ACL", "SETUSER", "w", "resetchannels").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := holder.Unlock(bg); err != nil {
+		t.Fatal(err)
+	}
+	got := <-res
+	if got.err != nil {
+		t.Fatal(got.err)
+	}
+	token := got.l.Token()
+	awaitValue(t, r, 4, token, scaled(5*time.Second), "the hand-off on master 4")
+	within(t, scaled(5*time.Second), "the four masters' notices", func() bool {
+		for heardHandOffs(w, token) < 4 {
+			time.Sleep(time.Millisecond) // the waker has no signal for tests
+		}
+		return true
+	})
+	var next <-chan lockResult
+	if handOn {
+		// It hears masters 0 and 1 alone: w's hand-off cannot publish on
+		// master 4 either, for want of channel rights. It finds the rest
+		// by asking the masters (probe), after its backoff.
+		next = tryLockAsync(r.client(WithRetryDelay(scaled(time.Second), scaled(time.Second))), "k", time.Minute)
+		wantKnown(t, w, "k", 1)
+	}
+	for _, i := range []int{2, 3} {
+		if paused {
+			r.servers[i].Pause()
+		} else if err := r.admin[i].Del(bg, "k").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := got.l.Unlock(bg); err != nil {
+		t.Fatalf("Unlock with the token on masters 0, 1 and 4: %v", err)
+	}
+	for _, i := range []int{2, 3} {
+		r.servers[i].Resume()
+	}
+	if next != nil {
+		got2 := <-next
+		if got2.err != nil {
+			t.Fatal(got2.err)
+		}
+		_ = got2.l.Unlock(bg)
+	}
+	for _, i := range []int{0, 1, 4} {
+		awaitValue(t, r, i, "", scaled(5*time.Second), "the Unlock's deletes or hand-off on a master that answered")
+	}
+}
+
+// TestAQuorumFirstLocksHandOffToAnotherClientSkipsItsReserves: a
+// quorum-first lock never asked two masters (its reserves), so its token is
+// not there, and its hand-off to another Client's waiter, which replaces
+// only our token, is not sent there either.
+func TestAQuorumFirstLocksHandOffToAnotherClientSkipsItsReserves(t *testing.T) {
+	r := startReal(t, 5)
+	scripts := make([]atomic.Int64, 5)
+	clients := make([]redis.UniversalClient, 5)
+	for i, s := range r.servers {
+		clients[i] = s.Client(nil)
+		clients[i].AddHook(&scriptHook{script: handoffScript, after: func(context.Context) error {
+			scripts[i].Add(1)
+			return nil
+		}})
+	}
+	h, err := New(clients, WithQuorumFirst())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.Close() })
+	preferred, reserves := preferredOf(h, "k")
+	holder := holding(t, h)
+	res := tryLockAsync(r.client(WithRetryDelay(time.Minute, time.Minute)), "k", time.Minute)
+	wantKnown(t, h, "k", 1)
+	if err := holder.Unlock(bg); err != nil {
+		t.Fatal(err)
+	}
+	got := <-res
+	if got.err != nil {
+		t.Fatal(got.err)
+	}
+	defer func() { _ = got.l.Unlock(bg) }()
+	settle(h)
+	for _, i := range reserves {
+		if n := scripts[i].Load(); n != 0 {
+			t.Errorf("the hand-off went to reserve %d (%d scripts), where the lock never was", i, n)
+		}
+	}
+	for _, i := range preferred {
+		if scripts[i].Load() != 1 {
+			t.Errorf("the hand-off ran %d times on master %d, which the lock held", scripts[i].Load(), i)
+		}
+	}
+}

@@ -1096,9 +1096,9 @@ var mutants = []mutant{
 	{
 		name:    "remote-hand-off-asks-masters-the-lock-does-not-hold",
 		file:    "handoff.go",
-		from:    "		skip = l.unlockSkips()\n",
+		from:    "		skip = l.refusedNodes()\n",
 		to:      "		skip = make([]error, len(c.nodes))\n",
-		killers: "TestTheUnlockOfAHandedLockAsksOnlyTheMastersHeard/handed_on",
+		killers: "TestAQuorumFirstLocksHandOffToAnotherClientSkipsItsReserves",
 	},
 	{
 		name:    "late-notice-while-held-leaves-an-unheard-master-out-of-unlock",
@@ -1116,9 +1116,9 @@ var mutants = []mutant{
 	},
 	{
 		name:    "extend-counts-an-unheard-master-as-a-refusal",
-		file:    "lock.go",
-		from:    "	skip = l.refusedNodes()\n	if !l.widens || !lengthens {",
-		to:      "	skip = l.unlockSkips()\n	if !l.widens || !lengthens {",
+		file:    "quorum.go",
+		from:    "	return h.reserved || h.finishedLocked() && !h.mayHold\n",
+		to:      "	return h.unheard || h.reserved || h.finishedLocked() && !h.mayHold\n",
 		killers: "TestAnExtendCountsAHandedLocksMasterItDidNotHear",
 	},
 	{
@@ -1127,6 +1127,20 @@ var mutants = []mutant{
 		from:    "			h.tokenSeen()            // Unlock asks it (narrowHanded)\n",
 		to:      "",
 		killers: "TestAnExtendCountsAHandedLocksMasterItDidNotHear",
+	},
+	{
+		name:    "unlock-leaves-an-unheard-master-out-when-it-must-count",
+		file:    "unlock.go",
+		from:    "	r := c.fanOutQuorumFirst(context.WithoutCancel(ctx), \"unlock\", l.key, deadline, l.refusedNodes(), 0, rr, unheard, hedge)",
+		to:      "	skip := l.refusedNodes()\n	for i := range skip {\n		if unheard&(1<<i) != 0 {\n			skip[i] = ErrNodeRefused\n		}\n	}\n	r := c.fanOutQuorumFirst(context.WithoutCancel(ctx), \"unlock\", l.key, deadline, skip, 0, rr, 0, hedge)",
+		killers: "TestTheUnlockOfAHandedLockAsksAnUnheardMasterWhenItMustCount/lost/released",
+	},
+	{
+		name:    "hand-off-leaves-an-unheard-master-out-when-it-must-count",
+		file:    "handoff.go",
+		from:    "		if unheard = l.unheardNodes(); unheard != 0 {\n			hedge = c.hedgeAfter(nttl)\n		}",
+		to:      "		for i := range skip {\n			if l.unheardNodes()&(1<<i) != 0 {\n				skip[i] = ErrNodeRefused\n				nl.holds[i].finish(false, nil)\n				ho.calls.holds[i].finish(false, nil)\n			}\n		}",
+		killers: "TestTheUnlockOfAHandedLockAsksAnUnheardMasterWhenItMustCount/lost/handed_on",
 	},
 	{
 		name:    "waiter-counts-hand-offs-before-its-handed-channel-is-confirmed",
