@@ -558,14 +558,20 @@ func (h *hold) markUnheard() {
 }
 
 // tokenSeen records that a notice, or an Extend's yes, told of our token on
-// the node, so that Unlock asks it again, and reports whether Unlock does:
-// not when the node's last call answered no, nor while an Extend's call
-// asks it (its answer decides); the sweep then releases it.
+// the node, so that Unlock asks it as one that holds it, even where its
+// last call answered no (an Extend asked it to take the key before the
+// hand-off landed: an adversary review), and reports whether Unlock does:
+// not while an Extend's call asks it (its answer decides), and the sweep
+// then releases it.
 func (h *hold) tokenSeen() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.unheard = false
-	return h.finishedLocked() && h.mayHold
+	if !h.finishedLocked() {
+		return false
+	}
+	h.mayHold = true
+	return true
 }
 
 // isUnheard reports whether the node is unheard (markUnheard), and not
@@ -573,7 +579,7 @@ func (h *hold) tokenSeen() bool {
 func (h *hold) isUnheard() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.unheard && !h.reserved && !(h.finishedLocked() && !h.mayHold)
+	return h.unheard && !h.reserved && (!h.finishedLocked() || h.mayHold)
 }
 
 // giveUpReserved ends the asking: no Extend asks the node after this. It

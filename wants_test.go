@@ -2446,3 +2446,61 @@ func TestAQuorumFirstLocksHandOffToAnotherClientSkipsItsReserves(t *testing.T) {
 		}
 	}
 }
+
+// TestAHandOffThatLandsAfterAnExtendWasRefusedThereCountsInTheUnlock: the
+// waiter took the lock on three masters' notices, while the hand-off to
+// masters 3 and 4 was held back; its Extend, which lengthens the lock, asked
+// them to take the key and was refused (the giver's token was still
+// there). The hand-off then lands on both, and their notices make them
+// masters the lock holds. Master 2 loses the key; the token is on masters
+// 0, 1, 3 and 4, and the Unlock's hand-off to another Client's waiter wins
+// there. (An adversary review: taken as refusals, masters 3 and 4 were
+// skipped, and the Unlock of a lock held on four masters reported it not
+// held.)
+func TestAHandOffThatLandsAfterAnExtendWasRefusedThereCountsInTheUnlock(t *testing.T) {
+	r := startReal(t, 5)
+	late := newBatchHold(handoffScript, 2)
+	defer late.open()
+	h := hookedClient(t, r, late, []int{3, 4}, WithNodeTimeout(scaled(time.Minute))) // its held calls stay valid
+	w := r.client()
+	holder := holding(t, h)
+	res := tryLockAsync(w, "k", time.Minute)
+	wantKnown(t, h, "k", 1)
+	if err := holder.Unlock(bg); err != nil {
+		t.Fatal(err)
+	}
+	got := <-res
+	if got.err != nil {
+		t.Fatal(got.err)
+	}
+	token := got.l.Token()
+	if err := got.l.Extend(bg, 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	late.open()
+	for _, i := range []int{3, 4} {
+		awaitValue(t, r, i, token, scaled(5*time.Second), "the late hand-off")
+	}
+	within(t, scaled(5*time.Second), "the late hand-offs' notices", func() bool {
+		for heardHandOffs(w, token) < 5 {
+			time.Sleep(time.Millisecond) // the waker has no signal for tests
+		}
+		return true
+	})
+	next := tryLockAsync(r.client(WithRetryDelay(time.Minute, time.Minute)), "k", time.Minute)
+	wantKnown(t, w, "k", 1)
+	if err := r.admin[2].Del(bg, "k").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := got.l.Unlock(bg); err != nil {
+		t.Fatalf("Unlock of a lock whose token is on masters 0, 1, 3 and 4: %v", err)
+	}
+	g := <-next
+	if g.err != nil {
+		t.Fatal(g.err)
+	}
+	if n := r.count("k", g.l.Token()); n < 3 {
+		t.Errorf("the next waiter's token is on %d masters: %q", n, r.values("k"))
+	}
+	_ = g.l.Unlock(bg)
+}

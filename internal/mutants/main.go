@@ -997,9 +997,9 @@ var mutants = []mutant{
 	},
 	{
 		name:    "late-hand-off-releases-want-locks-only-expired-here",
-		file:    "wants.go",
-		from:    "	held := r.l != nil && !r.l.letGo()\n",
-		to:      "	held := r.l != nil && !r.l.letGo() && time.Now().Before(r.l.Until())\n",
+		file:    "lock.go",
+		from:    "	if l.released || l.givenUp {\n		return false, false\n	}",
+		to:      "	if l.released || l.givenUp || !time.Now().Before(l.until) {\n		return false, false\n	}",
 		killers: "TestALateHandOffLeavesAHandedLockResumedElsewhere",
 	},
 	{
@@ -1103,9 +1103,16 @@ var mutants = []mutant{
 	{
 		name:    "late-notice-while-held-leaves-an-unheard-master-out-of-unlock",
 		file:    "quorum.go",
-		from:    "	h.unheard = false\n	return h.finishedLocked() && h.mayHold\n",
-		to:      "	return h.finishedLocked() && h.mayHold\n",
+		from:    "	h.unheard = false\n	if !h.finishedLocked() {",
+		to:      "	if !h.finishedLocked() {",
 		killers: "TestAHandOffThatReachesAMasterWhileItsLockIsHeldIsReleasedByItsUnlock",
+	},
+	{
+		name:    "late-notice-while-held-leaves-a-refused-master-out-of-unlock",
+		file:    "quorum.go",
+		from:    "	h.mayHold = true\n	return true\n}",
+		to:      "	return h.mayHold\n}",
+		killers: "TestAHandOffThatLandsAfterAnExtendWasRefusedThereCountsInTheUnlock",
 	},
 	{
 		name:    "unheard-sweep-timed-from-the-locks-taking",
