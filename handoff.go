@@ -170,9 +170,7 @@ func (l *Lock) handOff(ctx context.Context, to recipient, ttl time.Duration) han
 				ho.calls.holds[i].finish(false, nil)
 			}
 		}
-		if unheard = l.unheardNodes(); unheard != 0 {
-			hedge = c.hedgeAfter(nttl)
-		}
+		unheard, hedge = l.unlockReserves(nttl)
 	}
 	own := c.wk.listening(l.key)
 	start := time.Now()

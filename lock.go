@@ -255,6 +255,27 @@ func (l *Lock) unheardNodes() (mask uint64) {
 	return mask
 }
 
+// unlockReserves are the reserves of one of Unlock's rounds (unheardNodes)
+// and how long the round waits for the other nodes before it asks them
+// (hedgeAfter; ttl is the round's): none when the validity left is less
+// than twice that, since the round counts only if decided within the
+// validity (an adversary review: with two heard masters hung, an Unlock
+// 100 ms before the end waited out a 125 ms hedge and reported the lock
+// not held).
+func (l *Lock) unlockReserves(ttl time.Duration) (reserve uint64, hedge time.Duration) {
+	if reserve = l.unheardNodes(); reserve == 0 {
+		return 0, 0
+	}
+	hedge = l.c.hedgeAfter(ttl)
+	l.mu.Lock()
+	left := time.Until(l.until)
+	l.mu.Unlock()
+	if left < 2*hedge {
+		return 0, 0
+	}
+	return reserve, hedge
+}
+
 // giveUpReserves gives up the nodes the acquisition never asked
 // (quorumfirst.go), and ends the asking of those to take again, so that no
 // Extend asks them after Unlock began.

@@ -155,10 +155,7 @@ func (l *Lock) release(ctx context.Context, ttl time.Duration, lost *handOffCall
 		rr.args.quiet = "1" // only a waiter that marked the key listens
 	}
 	deadline := nodeDeadline(time.Now().Add(c.nodeTimeout(ttl)))
-	unheard, hedge := l.unheardNodes(), time.Duration(0)
-	if unheard != 0 {
-		hedge = c.hedgeAfter(ttl)
-	}
+	unheard, hedge := l.unlockReserves(ttl)
 	r := c.fanOutQuorumFirst(context.WithoutCancel(ctx), "unlock", l.key, deadline, l.refusedNodes(), 0, rr, unheard, hedge)
 	if l.keys != nil {
 		if r.won() {

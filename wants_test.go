@@ -2324,20 +2324,36 @@ func TestAHandOffThatLandsUnheardSoonAfterTheUnlockIsReleased(t *testing.T) {
 // The lock's Unlock (released, or handed on to another Client's waiter)
 // asks master 4 once masters 2 and 3 cannot decide its round, counts it,
 // and returns nil. (An adversary review: with master 4 left out, the
-// Unlock of a lock held on a majority reported it not held.)
+// Unlock of a lock held on a majority reported it not held.) Near the end
+// of the validity it asks master 4 at once: waiting for hung masters 2 and
+// 3 until its hedge would end the round after the validity (a second
+// review: 100 ms before the end, a 125 ms hedge).
 func TestTheUnlockOfAHandedLockAsksAnUnheardMasterWhenItMustCount(t *testing.T) {
 	for _, paused := range []bool{false, true} {
 		for _, handOn := range []bool{false, true} {
 			name := map[bool]string{false: "lost", true: "paused"}[paused] + "/" + map[bool]string{false: "released", true: "handed on"}[handOn]
-			t.Run(name, func(t *testing.T) { unheardMasterCounted(t, paused, handOn) })
+			t.Run(name, func(t *testing.T) { unheardMasterCounted(t, paused, handOn, false) })
 		}
+	}
+	for _, handOn := range []bool{false, true} {
+		t.Run("paused near the end/"+map[bool]string{false: "released", true: "handed on"}[handOn], func(t *testing.T) {
+			unheardMasterCounted(t, true, handOn, true)
+		})
 	}
 }
 
-func unheardMasterCounted(t *testing.T, paused, handOn bool) {
+func unheardMasterCounted(t *testing.T, paused, handOn, nearEnd bool) {
 	r := startReal(t, 5)
 	h := r.client()
-	w, err := New(r.aclClients("w", "~*", "+@all", "&*"))
+	ttl, nodeTimeout := time.Minute, time.Duration(0)
+	var opts []Option
+	if nearEnd {
+		// A hedge long enough for the test to unlock within it of the
+		// validity's end: half the node deadline.
+		ttl, nodeTimeout = scaled(3*time.Second), scaled(time.Second)
+		opts = append(opts, WithNodeTimeout(nodeTimeout))
+	}
+	w, err := New(r.aclClients("w", "~*", "+@all", "&*"), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -2349,7 +2365,7 @@ func unheardMasterCounted(t *testing.T, paused, handOn bool) {
 	})
 	w.cfg.test.lateSweep = time.Hour // the Unlock releases master 4, not the sweep
 	holder := holding(t, h)
-	res := tryLockAsync(w, "k", time.Minute)
+	res := tryLockAsync(w, "k", ttl)
 	wantKnown(t, h, "k", 1)
 	if err := r.admin[4].Do(bg, "ACL", "SETUSER", "w", "resetchannels").Err(); err != nil {
 		t.Fatal(err)
@@ -2383,6 +2399,13 @@ func unheardMasterCounted(t *testing.T, paused, handOn bool) {
 		} else if err := r.admin[i].Del(bg, "k").Err(); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if nearEnd {
+		left := time.Until(got.l.Until())
+		if left < nodeTimeout/2+scaled(500*time.Millisecond) {
+			t.Fatalf("only %v of the validity left: raise the TTL", left)
+		}
+		time.Sleep(left - nodeTimeout/2 + nodeTimeout/8) // within the hedge of the end: the subject
 	}
 	if err := got.l.Unlock(bg); err != nil {
 		t.Fatalf("Unlock with the token on masters 0, 1 and 4: %v", err)

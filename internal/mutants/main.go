@@ -1145,9 +1145,16 @@ var mutants = []mutant{
 	{
 		name:    "hand-off-leaves-an-unheard-master-out-when-it-must-count",
 		file:    "handoff.go",
-		from:    "		if unheard = l.unheardNodes(); unheard != 0 {\n			hedge = c.hedgeAfter(nttl)\n		}",
-		to:      "		for i := range skip {\n			if l.unheardNodes()&(1<<i) != 0 {\n				skip[i] = ErrNodeRefused\n				nl.holds[i].finish(false, nil)\n				ho.calls.holds[i].finish(false, nil)\n			}\n		}",
+		from:    "		unheard, hedge = l.unlockReserves(nttl)\n",
+		to:      "		for i := range skip {\n			if l.unheardNodes()&(1<<i) != 0 {\n				skip[i] = ErrNodeRefused\n				nl.holds[i].finish(false, nil)\n				ho.calls.holds[i].finish(false, nil)\n			}\n		}\n",
 		killers: "TestTheUnlockOfAHandedLockAsksAnUnheardMasterWhenItMustCount/lost/handed_on",
+	},
+	{
+		name:    "unlock-waits-the-hedge-near-the-validitys-end",
+		file:    "lock.go",
+		from:    "	if left < 2*hedge {\n		return 0, 0\n	}\n",
+		to:      "	_ = left\n",
+		killers: "TestTheUnlockOfAHandedLockAsksAnUnheardMasterWhenItMustCount/paused_near_the_end",
 	},
 	{
 		name:    "waiter-counts-hand-offs-before-its-handed-channel-is-confirmed",
