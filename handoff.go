@@ -175,6 +175,9 @@ func (l *Lock) handOff(ctx context.Context, to recipient, ttl time.Duration) han
 	own := c.wk.listening(l.key)
 	start := time.Now()
 	r := c.fanOutQuorumFirst(context.WithoutCancel(ctx), "hand-off", l.key, c.deadline(start, nttl), skip, nttl, nodeCall(ho.on), unheard, hedge)
+	if r.won() && r.unasked == unheard {
+		c.noteRound(r.elapsed()) // decided without its reserves: the usual time (unlockReserves)
+	}
 	for i := range c.nodes {
 		if r.unasked&(1<<i) == 0 {
 			continue

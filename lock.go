@@ -257,13 +257,17 @@ func (l *Lock) unheardNodes() (mask uint64) {
 
 // unlockReserves are the reserves of one of Unlock's rounds (unheardNodes)
 // and how long the round waits for the other nodes before it asks them
-// (hedgeAfter; ttl is the round's): none when the validity left is less
-// than twice that, since the round counts only if decided within the
-// validity (an adversary review: with two heard masters hung, an Unlock
-// 100 ms before the end waited out a 125 ms hedge and reported the lock
-// not held).
+// (hedgeAfter; ttl is the round's): three of the Client's usual rounds.
+// None until the Client has timed a round: half the node deadline would
+// leave a reserve asked then too little of its own (an adversary review: a
+// heard master hung and an unheard one answering in 600 ms of a 1 s node
+// deadline, the Unlock reported a lock held on a majority as not held).
+// None either when the validity left is less than twice the hedge, since
+// the round counts only if decided within it (a second review: with two
+// heard masters hung, an Unlock 100 ms before the end waited out a 125 ms
+// hedge). A reserve still gets the node deadline less the hedge to answer.
 func (l *Lock) unlockReserves(ttl time.Duration) (reserve uint64, hedge time.Duration) {
-	if reserve = l.unheardNodes(); reserve == 0 {
+	if reserve = l.unheardNodes(); reserve == 0 || l.c.usualRound.Load() == 0 {
 		return 0, 0
 	}
 	hedge = l.c.hedgeAfter(ttl)

@@ -159,6 +159,7 @@ func (c *Client) fanOutQuorumFirst(ctx context.Context, op, key string, dl round
 	for i, nd := range c.nodes {
 		if skip != nil && skip[i] != nil {
 			r.record(nd, skip[i], r.start)
+			reserve &^= 1 << i // never asked, as a reserve or otherwise
 			continue
 		}
 		pending[i] = true

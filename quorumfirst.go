@@ -98,8 +98,9 @@ func (c *Client) hedgeAfter(ttl time.Duration) time.Duration {
 	return min(max(3*usual, minHedge), most)
 }
 
-// noteRound records how long a won quorum-first round took, in usualRound (a
-// moving average; a lost update under concurrency costs nothing).
+// noteRound records how long a won round took that asked no reserve (a
+// quorum-first acquisition, an Unlock's release or hand-off), in usualRound
+// (a moving average; a lost update under concurrency costs nothing).
 func (c *Client) noteRound(d time.Duration) {
 	old := c.usualRound.Load()
 	if old == 0 {

@@ -42,7 +42,7 @@ type Client struct {
 
 	longestTTL atomic.Int64 // the longest TTL used or heard of, for the restart guard
 	wantNode   atomic.Int64 // turns the node a want is published on (wants.go)
-	usualRound atomic.Int64 // how long a won quorum-first round takes, in ns: a moving average (quorumfirst.go)
+	usualRound atomic.Int64 // how long a won round that asked no reserve takes, in ns: a moving average (quorumfirst.go)
 
 	retiredMu sync.Mutex
 	retired   map[string]retiredToken // tokens of this Client's wants a hand-off may still reach (wants.go)

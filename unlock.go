@@ -157,6 +157,9 @@ func (l *Lock) release(ctx context.Context, ttl time.Duration, lost *handOffCall
 	deadline := nodeDeadline(time.Now().Add(c.nodeTimeout(ttl)))
 	unheard, hedge := l.unlockReserves(ttl)
 	r := c.fanOutQuorumFirst(context.WithoutCancel(ctx), "unlock", l.key, deadline, l.refusedNodes(), 0, rr, unheard, hedge)
+	if r.won() && r.unasked == unheard {
+		c.noteRound(r.elapsed()) // decided without its reserves: the usual time (unlockReserves)
+	}
 	if l.keys != nil {
 		if r.won() {
 			for _, k := range l.keys {

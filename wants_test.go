@@ -2131,6 +2131,7 @@ func unlockOfAHandedLock(t *testing.T, handOn bool) {
 		next = tryLockAsync(r.client(WithRetryDelay(time.Minute, time.Minute)), "k", time.Minute)
 		wantKnown(t, w, "k", 1)
 	}
+	timedRounds(w, time.Millisecond)
 	counting.Store(true)
 	if err := got.l.Unlock(bg); err != nil {
 		t.Fatal(err)
@@ -2178,6 +2179,7 @@ func TestAHandOffThatReachesAMasterWhileItsLockIsHeldIsReleasedByItsUnlock(t *te
 	wantKnown(t, h, "k", 1)
 	got := handedButOne(t, w, holder, late, res)
 	token := got.l.Token()
+	timedRounds(w, time.Millisecond) // master 4 would be a reserve of the Unlock's round
 	late.open()
 	awaitValue(t, r, 4, token, scaled(5*time.Second), "the late hand-off on master 4")
 	within(t, scaled(5*time.Second), "master 4's notice", func() bool {
@@ -2235,8 +2237,18 @@ func TestAHandedLocksMasterWhoseNoticeWasMissedIsReleasedAfterItsUnlock(t *testi
 // a majority, and the lock holds; its Unlock then releases master 4 too.
 // (An adversary review: counted as a refusal, master 4 made the Extend
 // give the lock up, releasing masters 0 and 1 only, and the token stayed
-// on master 4 for its TTL.)
+// on master 4 for its TTL.) With no master lost, the Extend's yes from
+// master 4 makes the Unlock release it at once, rather than leave it to the
+// sweep as a reserve the round never needed.
 func TestAnExtendCountsAHandedLocksMasterItDidNotHear(t *testing.T) {
+	for _, lost := range []bool{true, false} {
+		t.Run(map[bool]string{true: "two masters lost", false: "none lost"}[lost], func(t *testing.T) {
+			extendCountsUnheard(t, lost)
+		})
+	}
+}
+
+func extendCountsUnheard(t *testing.T, lost bool) {
 	r := startReal(t, 5)
 	h := r.client()
 	w, err := New(r.aclClients("w", "~*", "+@all", "&*"))
@@ -2266,7 +2278,11 @@ func TestAnExtendCountsAHandedLocksMasterItDidNotHear(t *testing.T) {
 		}
 		return true
 	})
+	timedRounds(w, time.Millisecond) // master 4 would be a reserve of the Unlock's round
 	for _, i := range []int{2, 3} {
+		if !lost {
+			break
+		}
 		if err := r.admin[i].Del(bg, "k").Err(); err != nil {
 			t.Fatal(err)
 		}
@@ -2400,7 +2416,9 @@ func unheardMasterCounted(t *testing.T, paused, handOn, nearEnd bool) {
 			t.Fatal(err)
 		}
 	}
+	timedRounds(w, time.Millisecond)
 	if nearEnd {
+		timedRounds(w, time.Hour) // a hedge of half the node deadline
 		left := time.Until(got.l.Until())
 		if left < nodeTimeout/2+scaled(500*time.Millisecond) {
 			t.Fatalf("only %v of the validity left: raise the TTL", left)
@@ -2526,4 +2544,70 @@ func TestAHandOffThatLandsAfterAnExtendWasRefusedThereCountsInTheUnlock(t *testi
 		t.Errorf("the next waiter's token is on %d masters: %q", n, r.values("k"))
 	}
 	_ = g.l.Unlock(bg)
+}
+
+// timedRounds makes c's usual round d, as if it had timed its rounds: an
+// Unlock of a lock a hand-off gave asks the masters never heard handing it
+// the key as reserves only then (Lock.unlockReserves).
+func timedRounds(c *Client, d time.Duration) { c.usualRound.Store(int64(d)) }
+
+// TestAnUnlockAsksEveryMasterAtOnceBeforeItsClientTimedARound: the lock a
+// hand-off gave holds its token on masters 0 to 3, which its Client heard,
+// and on master 4, which it did not (its user's channel rights revoked
+// there). Masters 2 and 3 hang, and master 4 answers in 600 ms of a 1 s
+// node deadline. The Client has timed no round, so its Unlock asks master
+// 4 at once rather than after a hedge of half the node deadline, which
+// would leave it too little time, and counts it. (An adversary review.)
+func TestAnUnlockAsksEveryMasterAtOnceBeforeItsClientTimedARound(t *testing.T) {
+	r := startReal(t, 5)
+	h := r.client()
+	clients := r.aclClients("w", "~*", "+@all", "&*")
+	var slow atomic.Bool
+	clients[4].AddHook(&scriptHook{script: releaseScript, before: func(context.Context) {
+		if slow.CompareAndSwap(true, false) { // once: not again for EVAL after NOSCRIPT
+			time.Sleep(scaled(600 * time.Millisecond)) // master 4 answers late: the subject
+		}
+	}})
+	w, err := New(clients, WithNodeTimeout(scaled(time.Second)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, s := range r.servers {
+			s.Resume()
+		}
+		_ = w.Close()
+	})
+	w.cfg.test.lateSweep = time.Hour
+	holder := holding(t, h)
+	res := tryLockAsync(w, "k", scaled(10*time.Second))
+	wantKnown(t, h, "k", 1)
+	if err := r.admin[4].Do(bg, "ACL", "SETUSER", "w", "resetchannels").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := holder.Unlock(bg); err != nil {
+		t.Fatal(err)
+	}
+	got := <-res
+	if got.err != nil {
+		t.Fatal(got.err)
+	}
+	token := got.l.Token()
+	awaitValue(t, r, 4, token, scaled(5*time.Second), "the hand-off on master 4")
+	within(t, scaled(5*time.Second), "the four masters' notices", func() bool {
+		for heardHandOffs(w, token) < 4 {
+			time.Sleep(time.Millisecond) // the waker has no signal for tests
+		}
+		return true
+	})
+	if w.usualRound.Load() != 0 {
+		t.Fatalf("the Client timed a round before its first Unlock: %v", time.Duration(w.usualRound.Load()))
+	}
+	for _, i := range []int{2, 3} {
+		r.servers[i].Pause()
+	}
+	slow.Store(true)
+	if err := got.l.Unlock(bg); err != nil {
+		t.Fatalf("Unlock with the token on masters 0, 1 and 4, master 4 answering within its node deadline: %v", err)
+	}
 }

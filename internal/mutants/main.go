@@ -1157,6 +1157,13 @@ var mutants = []mutant{
 		killers: "TestTheUnlockOfAHandedLockAsksAnUnheardMasterWhenItMustCount/paused_near_the_end",
 	},
 	{
+		name:    "unlock-hedges-before-its-client-timed-a-round",
+		file:    "lock.go",
+		from:    "reserve == 0 || l.c.usualRound.Load() == 0 {",
+		to:      "reserve == 0 {",
+		killers: "TestAnUnlockAsksEveryMasterAtOnceBeforeItsClientTimedARound",
+	},
+	{
 		name:    "waiter-counts-hand-offs-before-its-handed-channel-is-confirmed",
 		file:    "wants.go",
 		from:    "	return h.kw.nsubs >= h.w.cfg.quorum && h.kw.nhsubs >= h.w.cfg.quorum",
