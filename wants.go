@@ -370,14 +370,15 @@ func (c *Client) heardHandOff(token string, heard []bool) {
 }
 
 // narrowHanded, for a lock its waiter took on a hand-off's notices
-// (takeHanded), makes its Unlock leave out the nodes never heard handing it
-// the key: there the key is free or another's, unless this Client missed
-// a notice, and the sweep of the nodes never heard releases our token
-// after the Unlock anyway (sweepUnheard). (A contended turn asked them all,
-// and then swept them: 24.1 server commands per acquisition in the
-// contended benchmark, 18.1 without the Unlock's.) A notice heard later,
-// or an Extend's yes, makes the Unlock ask its node again (lateHandOff,
-// hold.tokenSeen). Only Unlock leaves them out: Extend and Fence ask them
+// (takeHanded), makes its Unlock hold back the nodes never heard handing
+// it the key, as reserves of its rounds (Lock.unlockReserves): there the
+// key is free or another's, unless this Client missed a notice, and the
+// sweep of the nodes never heard releases our token after the Unlock
+// anyway (sweepUnheard). (A contended turn asked them all, and then swept
+// them: 24.1 server commands per acquisition in the contended benchmark,
+// 18.2 without the Unlock's.) A notice heard later, or an Extend's yes,
+// makes them nodes the Unlock asks as any other (lateHandOff,
+// hold.tokenSeen). Only Unlock holds them back: Extend and Fence ask them
 // (a node this Client is deaf to may hold our token: an Extend that
 // counted them as refusals gave a held lock up, an adversary review), and
 // a lock Extend gives up is released on them (abandon).
