@@ -164,7 +164,15 @@ func (l *Lock) handOff(ctx context.Context, to recipient, ttl time.Duration) han
 		// for a lock taken on a hand-off's notices, only when the others
 		// cannot decide the round alone (Lock.unheardNodes).
 		skip = l.refusedNodes()
+		never := l.unheardNodes()
 		for i, err := range skip {
+			if never&(1<<i) != 0 {
+				// Never heard: a hand-off may have put our token there
+				// after a call was refused (an Extend's, asking it to take
+				// the key), with a notice this Client missed (an
+				// adversary review).
+				skip[i], err = nil, nil
+			}
 			if err != nil {
 				nl.holds[i].finish(false, nil)
 				ho.calls.holds[i].finish(false, nil)

@@ -575,12 +575,13 @@ func (h *hold) tokenSeen() bool {
 	return true
 }
 
-// isUnheard reports whether the node is unheard (markUnheard), and not
-// known to refuse.
+// isUnheard reports whether the node is unheard (markUnheard), whatever
+// its last call answered: a hand-off may have put our token there since,
+// with a notice this Client missed.
 func (h *hold) isUnheard() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.unheard && !h.reserved && (!h.finishedLocked() || h.mayHold)
+	return h.unheard && !h.reserved
 }
 
 // giveUpReserved ends the asking: no Extend asks the node after this. It

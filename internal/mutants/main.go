@@ -1164,6 +1164,13 @@ var mutants = []mutant{
 		killers: "TestAnUnlockAsksEveryMasterAtOnceBeforeItsClientTimedARound",
 	},
 	{
+		name:    "remote-hand-off-skips-an-unheard-master-an-extend-was-refused-on",
+		file:    "handoff.go",
+		from:    "				skip[i], err = nil, nil\n",
+		to:      "",
+		killers: "TestAHandOffThatLandsUnheardAfterAnExtendWasRefusedThereCountsInTheUnlock",
+	},
+	{
 		name:    "waiter-counts-hand-offs-before-its-handed-channel-is-confirmed",
 		file:    "wants.go",
 		from:    "	return h.kw.nsubs >= h.w.cfg.quorum && h.kw.nhsubs >= h.w.cfg.quorum",
