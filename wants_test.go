@@ -1003,12 +1003,7 @@ func handedButOne(t *testing.T, w *Client, holder *Lock, late *batchHold, res <-
 	if got.err != nil {
 		t.Fatal(got.err)
 	}
-	within(t, scaled(5*time.Second), "the other masters' notices", func() bool {
-		for heardHandOffs(w, got.l.Token()) < 4 {
-			time.Sleep(time.Millisecond) // the waker has no signal for tests
-		}
-		return true
-	})
+	awaitHeard(t, w, got.l.Token(), 4, "the other masters' notices")
 	return got
 }
 
@@ -1029,6 +1024,18 @@ func awaitNone(t *testing.T, r *realNodes, token, what string) {
 	within(t, scaled(5*time.Second), what, func() bool {
 		for r.count("k", token) > 0 {
 			time.Sleep(time.Millisecond) // the masters have no signal; settle would wait for a sweep too
+		}
+		return true
+	})
+}
+
+// awaitHeard waits until c heard n masters hand token the key (what names
+// them), for a lock a hand-off gave it.
+func awaitHeard(t *testing.T, c *Client, token string, n int, what string) {
+	t.Helper()
+	within(t, scaled(5*time.Second), what, func() bool {
+		for heardHandOffs(c, token) < n {
+			time.Sleep(time.Millisecond) // the waker has no signal for tests
 		}
 		return true
 	})
@@ -2125,12 +2132,7 @@ func unlockOfAHandedLock(t *testing.T, handOn bool) {
 	if got.err != nil {
 		t.Fatal(got.err)
 	}
-	within(t, scaled(5*time.Second), "the three masters' notices", func() bool {
-		for heardHandOffs(w, got.l.Token()) < 3 {
-			time.Sleep(time.Millisecond) // the waker has no signal for tests
-		}
-		return true
-	})
+	awaitHeard(t, w, got.l.Token(), 3, "the three masters' notices")
 	var next <-chan lockResult
 	if handOn {
 		nc := r.client(WithRetryDelay(time.Minute, time.Minute))
@@ -2190,12 +2192,7 @@ func TestAHandOffThatReachesAMasterWhileItsLockIsHeldIsReleasedByItsUnlock(t *te
 	timedRounds(w) // master 4 would be a reserve of the Unlock's round
 	late.open()
 	awaitValue(t, r, 4, token, scaled(5*time.Second), "the late hand-off on master 4")
-	within(t, scaled(5*time.Second), "master 4's notice", func() bool {
-		for heardHandOffs(w, token) < 5 {
-			time.Sleep(time.Millisecond) // the waker has no signal for tests
-		}
-		return true
-	})
+	awaitHeard(t, w, token, 5, "master 4's notice")
 	if err := got.l.Unlock(bg); err != nil {
 		t.Fatal(err)
 	}
@@ -2258,12 +2255,7 @@ func deafHanded(t *testing.T, r *realNodes, clients []redis.UniversalClient, ttl
 	}
 	token := got.l.Token()
 	awaitValue(t, r, 4, token, scaled(5*time.Second), "the hand-off on master 4")
-	within(t, scaled(5*time.Second), "the four masters' notices", func() bool {
-		for heardHandOffs(w, token) < 4 {
-			time.Sleep(time.Millisecond) // the waker has no signal for tests
-		}
-		return true
-	})
+	awaitHeard(t, w, token, 4, "the four masters' notices")
 	return w, got.l
 }
 
@@ -2506,12 +2498,7 @@ func TestAHandOffThatLandsAfterAnExtendWasRefusedThereCountsInTheUnlock(t *testi
 	for _, i := range []int{3, 4} {
 		awaitValue(t, r, i, token, scaled(5*time.Second), "the late hand-off")
 	}
-	within(t, scaled(5*time.Second), "the late hand-offs' notices", func() bool {
-		for heardHandOffs(w, token) < 5 {
-			time.Sleep(time.Millisecond) // the waker has no signal for tests
-		}
-		return true
-	})
+	awaitHeard(t, w, token, 5, "the late hand-offs' notices")
 	nc := r.client(WithRetryDelay(time.Minute, time.Minute))
 	watching(t, nc, "k") // every master's notices heard (-race, under load)
 	next := tryLockAsync(nc, "k", time.Minute)
