@@ -463,7 +463,7 @@ var scenarios = []struct {
 		for i := range before {
 			before[i] = commandCalls(s.t, s.cl.Nodes[i].Admin, "eval", "evalsha")
 			armed[i].Store(true)
-			s.fault(s.cl.Nodes[i].DropRepliesThenClose(5 * time.Millisecond))
+			s.fault(s.cl.Nodes[i].DropReplyThenClose()) // once the release ran there
 		}
 		if err := la.Unlock(bg); !errors.Is(err, ErrNotHeld) {
 			s.t.Fatalf("A's late Unlock: %v, want ErrNotHeld", err)

@@ -51,6 +51,15 @@ func (n *Node) DropRepliesThenClose(after time.Duration) error {
 	return n.fault("lost_replies_close", func() { n.proxy.DropReplies(after) })
 }
 
+// DropReplyThenClose lets requests through, and closes each connection
+// that carries a reply, dropping it: the command ran, and go-redis, which
+// sees the connection end, re-sends it on a new connection (its
+// MaxRetries), where it runs again. Unlike DropRepliesThenClose, the close
+// waits for the reply, so a command slow to be sent still runs first.
+func (n *Node) DropReplyThenClose() error {
+	return n.fault("lost_reply_close", n.proxy.CloseOnReply)
+}
+
 // Latency delays every reply by d.
 func (n *Node) Latency(d time.Duration) error {
 	return n.fault("latency", func() { n.proxy.Latency(d) })

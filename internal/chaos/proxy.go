@@ -45,16 +45,17 @@ type Proxy struct {
 // faultState is the set of faults in force. It is never modified once
 // published: a change stores a new one and closes the old one's changed.
 type faultState struct {
-	blackHole   bool          // up chunks are discarded
-	dropReplies bool          // down chunks are discarded
-	closeAfter  time.Duration // with dropReplies, >0: a connection closes after this long without a reply
-	latency     time.Duration // down chunks are written this long after they arrived
-	reset       bool          // a connection is reset by its next up chunk
-	changed     chan struct{} // closed when this state is replaced
+	blackHole    bool          // up chunks are discarded
+	dropReplies  bool          // down chunks are discarded
+	closeAfter   time.Duration // with dropReplies, >0: a connection closes after this long without a reply
+	closeOnReply bool          // a connection is closed, its reply dropped, by its next down chunk
+	latency      time.Duration // down chunks are written this long after they arrived
+	reset        bool          // a connection is reset by its next up chunk
+	changed      chan struct{} // closed when this state is replaced
 }
 
 // swallows reports whether f discards bytes in some direction.
-func (f *faultState) swallows() bool { return f.blackHole || f.dropReplies }
+func (f *faultState) swallows() bool { return f.blackHole || f.dropReplies || f.closeOnReply }
 
 // A chunk is what one Read returned, with when it arrived.
 type chunk struct {
@@ -108,6 +109,13 @@ func (p *Proxy) DropReplies(closeAfter time.Duration) {
 		}
 	})
 }
+
+// CloseOnReply makes every connection that carries a reply from now on,
+// open or new, drop it and close: the request ran upstream, and the client
+// learns nothing of it but the closed connection, from which go-redis
+// re-sends the command on a new one. Connections that carry no reply stay
+// as they are.
+func (p *Proxy) CloseOnReply() { p.change(func(f *faultState) { f.closeOnReply = true }) }
 
 // Latency makes every reply chunk wait d from its arrival before it is
 // forwarded, in order, without jitter; it replaces an earlier latency.
@@ -263,6 +271,9 @@ func (p *Proxy) read(c *proxyConn, src net.Conn, out chan<- chunk, down bool) {
 				c.reset()
 				return
 			case !down && f.blackHole:
+			case down && f.closeOnReply:
+				c.close()
+				return
 			case down && f.dropReplies:
 				if f.closeAfter > 0 {
 					_ = src.SetReadDeadline(time.Now().Add(f.closeAfter))

@@ -278,6 +278,29 @@ func TestProxyDropRepliesThenClose(t *testing.T) {
 	roundTrip(t, es, dial(t, p), "after")
 }
 
+func TestProxyCloseOnReply(t *testing.T) {
+	es := startEcho(t)
+	p := newProxy(t, es.ln.Addr().String())
+	busy, idle := dial(t, p), dial(t, p)
+	roundTrip(t, es, busy, "before")
+	roundTrip(t, es, idle, "before")
+
+	p.CloseOnReply()
+	fresh := dial(t, p)
+	send(t, busy, "runs")
+	es.await(t, "runs") // the request gets through
+	if err := closed(t, busy); err != io.EOF {
+		t.Errorf("the busy connection ended with %v, want EOF (closed, its reply dropped)", err)
+	}
+	send(t, fresh, "runs too")
+	es.await(t, "runs too")
+	_ = closed(t, fresh)
+	silent(t, idle, 100*time.Millisecond) // no reply: left open
+	p.Heal()
+	_ = closed(t, idle) // open while replies were swallowed
+	roundTrip(t, es, dial(t, p), "after")
+}
+
 func TestProxyLatency(t *testing.T) {
 	const d = 300 * time.Millisecond
 	es := startEcho(t)
