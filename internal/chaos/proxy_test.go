@@ -289,7 +289,7 @@ func TestProxyCloseOnReply(t *testing.T) {
 	fresh := dial(t, p)
 	send(t, busy, "runs")
 	es.await(t, "runs") // the request gets through
-	if err := closed(t, busy); err != io.EOF {
+	if err := closed(t, busy); !errors.Is(err, io.EOF) {
 		t.Errorf("the busy connection ended with %v, want EOF (closed, its reply dropped)", err)
 	}
 	send(t, fresh, "runs too")
