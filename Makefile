@@ -65,7 +65,7 @@ bench:
 	scripts/ensure-redis.sh
 	go test -run '^$$' -bench . -benchmem -count 6 .
 
-## bench-peers: redlock beside redsync, a bare majority lock and bsm/redislock, in one process (a nested module)
+## bench-peers: redlock beside redsync, a bare majority lock and bsm/redislock, in one process (a nested module; BenchmarkContendedProcesses runs its lockers in processes of their own)
 bench-peers:
 	scripts/ensure-redis.sh
 	cd bench/peers && go test -run '^$$' -bench . -benchmem -count 6 .
