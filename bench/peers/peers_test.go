@@ -47,6 +47,13 @@ var bg = context.Background()
 
 var holdFlag = flag.String("contended.hold", "thread", "how BenchmarkContended's holders spend their 1 ms: thread (an OS sleep, exact) or timer (time.Sleep, which Go's netpoller overshoots)")
 
+// checkHoldFlag fails the benchmark on a -contended.hold it does not know.
+func checkHoldFlag(b *testing.B) {
+	if *holdFlag != "thread" && *holdFlag != "timer" {
+		b.Fatalf("-contended.hold=%q: want thread or timer", *holdFlag)
+	}
+}
+
 // hold waits d as BenchmarkContended's holders do (-contended.hold).
 func hold(d time.Duration) {
 	if *holdFlag == "timer" {
@@ -211,12 +218,14 @@ func BenchmarkUncontended(b *testing.B) {
 // epoll_wait, whose timeout is whole milliseconds, rounded up
 // (golang/go#44343): a holder whose process last woke 600 µs into its
 // hold (a notice, a reply, a timer of any locker in the process) sleeps
-// 1.6 ms. The hold then measures when the lockers of the whole process
-// are last busy, eight lockers here where production has one per process,
-// not the turn: in a trace of that variant, the holders' 1 ms timers fired
-// 1.57 ms after they were set, on average, and the processors had gone
-// idle just over 1 ms before each.
+// 1.6 ms. The hold then measures when the process was last busy, here
+// with the notices, replies and timers of eight lockers, not the turn: in
+// a trace of that variant, the holders' 1 ms timers fired 1.57 ms after
+// they were set, on average, and the processors had gone idle just over
+// 1 ms before each. (Across processes, BenchmarkContendedProcesses, the
+// holder's own Client is still busy early in its hold.)
 func BenchmarkContended(b *testing.B) {
+	checkHoldFlag(b)
 	for _, im := range impls {
 		if strings.HasPrefix(im.name, "floor") {
 			continue // they do not wait

@@ -33,6 +33,7 @@ import (
 //
 //	cd bench/peers && go test -run '^$' -bench ContendedProcesses -benchtime 3000x .
 func BenchmarkContendedProcesses(b *testing.B) {
+	checkHoldFlag(b)
 	for _, im := range impls {
 		if im.make == nil || strings.HasPrefix(im.name, "floor") {
 			continue // the oracle needs one process; the floors do not wait
