@@ -19,17 +19,17 @@ import (
 )
 
 // BenchmarkContendedProcesses is BenchmarkContended with each of the 8
-// lockers in a process of its own, as issue 13's row "8 Clients
-// contending" means: this test binary run again as TestContendedWorker,
-// told the masters' addresses. No locker then shares a Go runtime with
-// another: one's notices, replies and timers neither wake another's holder
-// late (see BenchmarkContended on time.Sleep) nor queue behind another's
-// on the same two processors of one runtime. The workers share, through a
-// file mapped into each, the count of acquisitions and the moment of the
-// last release call (wall clock, one machine), and each reports its waits
-// and turns once the count is reached, before it closes its locker. The oracle, whose turns pass through a channel
-// in one process, does not take part. Run it with -benchtime Nx (every
-// run starts 8 processes):
+// lockers in a process of its own, as issue 13's row "8 Clients contending"
+// means: this test binary run again as TestContendedWorker, told the
+// masters' addresses. No locker then shares a Go runtime with another:
+// one's notices, replies and timers do not wake another's holder late (see
+// BenchmarkContended on time.Sleep), nor queue with another's on the two
+// processors of one runtime. The workers share, through a file mapped into
+// each, the count of acquisitions and the moment of the last release call
+// (wall clock, one machine), and each reports its waits and turns once the
+// count is reached, before it closes its locker. The oracle, whose turns
+// pass through a channel in one process, does not take part. Run it with
+// -benchtime Nx (every run starts 8 processes):
 //
 //	cd bench/peers && go test -run '^$' -bench ContendedProcesses -benchtime 3000x .
 func BenchmarkContendedProcesses(b *testing.B) {
