@@ -291,20 +291,28 @@ func BenchmarkContended(b *testing.B) {
 			if len(waits) == 0 {
 				return // every worker failed, and said why
 			}
-			slices.Sort(waits)
-			b.ReportMetric(float64(waits[len(waits)*99/100].Microseconds())/1000, "p99-wait-ms")
-			b.ReportMetric(float64(srv())/float64(total), "srv-cmds/acq")
-			b.ReportMetric(float64(held.Load())/float64(total)/1000, "hold-µs")
-			if len(turns) > 0 {
-				slices.Sort(turns)
-				b.ReportMetric(float64(turns[len(turns)/2].Nanoseconds())/1000, "turn-µs")
-				var sum time.Duration
-				for _, t := range turns {
-					sum += t
-				}
-				b.ReportMetric(float64(sum.Microseconds())/float64(len(turns)), "turn-mean-µs")
-			}
+			reportContention(b, waits, turns, time.Duration(held.Load()), srv())
 		})
+	}
+}
+
+// reportContention reports the contended benchmarks' metrics from the
+// waits of every acquisition, the turns, the holds' total and the server
+// commands the acquisitions took.
+func reportContention(b *testing.B, waits, turns []time.Duration, held time.Duration, cmds int64) {
+	total := len(waits)
+	slices.Sort(waits)
+	b.ReportMetric(float64(waits[total*99/100].Microseconds())/1000, "p99-wait-ms")
+	b.ReportMetric(float64(cmds)/float64(total), "srv-cmds/acq")
+	b.ReportMetric(float64(held.Nanoseconds())/float64(total)/1000, "hold-µs")
+	if len(turns) > 0 {
+		slices.Sort(turns)
+		var sum time.Duration
+		for _, t := range turns {
+			sum += t
+		}
+		b.ReportMetric(float64(turns[len(turns)/2].Nanoseconds())/1000, "turn-µs")
+		b.ReportMetric(float64(sum.Nanoseconds())/float64(len(turns))/1000, "turn-mean-µs")
 	}
 }
 

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -71,23 +70,10 @@ func BenchmarkContendedProcesses(b *testing.B) {
 			for _, p := range procs {
 				p.quit()
 			}
-			total := len(all.Waits)
-			if total == 0 {
+			if len(all.Waits) == 0 {
 				b.Fatal("no acquisition")
 			}
-			slices.Sort(all.Waits)
-			b.ReportMetric(float64(all.Waits[total*99/100])/1e6, "p99-wait-ms")
-			b.ReportMetric(float64(cmds)/float64(total), "srv-cmds/acq")
-			b.ReportMetric(float64(all.Held)/float64(total)/1000, "hold-µs")
-			if len(all.Turns) > 0 {
-				slices.Sort(all.Turns)
-				var sum int64
-				for _, t := range all.Turns {
-					sum += t
-				}
-				b.ReportMetric(float64(all.Turns[len(all.Turns)/2])/1000, "turn-µs")
-				b.ReportMetric(float64(sum)/float64(len(all.Turns))/1000, "turn-mean-µs")
-			}
+			reportContention(b, all.Waits, all.Turns, all.Held, cmds)
 		})
 	}
 }
@@ -139,8 +125,8 @@ func (s *shared) word(i int) *atomic.Int64 {
 
 // A workerReport is what a worker tells the benchmark as it ends.
 type workerReport struct {
-	Waits, Turns []int64 // ns
-	Held         int64   // ns, the holds' total
+	Waits, Turns []time.Duration
+	Held         time.Duration // the holds' total
 	Err          string
 }
 
@@ -258,15 +244,15 @@ func TestContendedWorker(t *testing.T) {
 		now := time.Now()
 		done := total.Add(1) > target
 		if !done {
-			r.Waits = append(r.Waits, int64(now.Sub(start)))
+			r.Waits = append(r.Waits, now.Sub(start))
 			if u := unlocking.Swap(0); u != 0 {
-				r.Turns = append(r.Turns, now.UnixNano()-u)
+				r.Turns = append(r.Turns, time.Duration(now.UnixNano()-u))
 			}
 		}
 		hold(time.Millisecond) // the critical section
 		end := time.Now()
 		if !done {
-			r.Held += int64(end.Sub(now))
+			r.Held += end.Sub(now)
 		}
 		unlocking.Store(end.UnixNano())
 		_ = release()
