@@ -3,7 +3,8 @@
 // majority lock (the floor) on five masters, and bsm/redislock on one
 // master (the single-node baseline every ratio is read against); and two
 // bounds: the floor running redlock's own scripts (floor-scripts), and,
-// under contention, the oracle (a turn told for free). BenchmarkServerCPU
+// under contention, the oracles (a turn told for free in one process; across
+// processes, a turn heard from the masters, at no other cost). BenchmarkServerCPU
 // measures what one master's CPU spends on redlock's scripts and on the
 // commands that could stand in for them. It is a module of its own, so
 // that the peers never enter redlock's module graph.

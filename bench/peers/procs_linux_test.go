@@ -27,13 +27,15 @@ import (
 // each, the count of acquisitions and the moment of the last release call
 // (wall clock, one machine), and each reports its waits and turns once the
 // count is reached, before it closes its locker. The oracle, whose turns
-// pass through a channel in one process, does not take part. Run it with
-// -benchtime Nx (every run starts 8 processes):
+// pass through a channel in one process, does not take part; the pub/sub
+// oracle (oracle_linux_test.go), the least a turn heard from the masters
+// can cost, does. Run it with -benchtime Nx (every run starts 8
+// processes):
 //
 //	cd bench/peers && go test -run '^$' -bench ContendedProcesses -benchtime 3000x .
 func BenchmarkContendedProcesses(b *testing.B) {
 	checkHoldFlag(b)
-	for _, im := range impls {
+	for _, im := range procImpls {
 		if im.make == nil || strings.HasPrefix(im.name, "floor") {
 			continue // the oracle needs one process; the floors do not wait
 		}
@@ -94,7 +96,7 @@ type shared struct {
 
 func newShared(b *testing.B) *shared {
 	path := filepath.Join(b.TempDir(), "shared")
-	if err := os.WriteFile(path, make([]byte, 8*sharedWords), 0o600); err != nil {
+	if err := os.WriteFile(path, make([]byte, 8*sharedFileWords), 0o600); err != nil {
 		b.Fatal(err)
 	}
 	s, err := mapShared(path)
@@ -111,7 +113,7 @@ func mapShared(path string) (*shared, error) {
 		return nil, err
 	}
 	defer f.Close()
-	mem, err := syscall.Mmap(int(f.Fd()), 0, 8*sharedWords, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
+	mem, err := syscall.Mmap(int(f.Fd()), 0, 8*sharedFileWords, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
 	if err != nil {
 		return nil, err
 	}
@@ -206,7 +208,7 @@ func TestContendedWorker(t *testing.T) {
 		t.Skip("a worker of BenchmarkContendedProcesses")
 	}
 	var mk func([]redis.UniversalClient) locker
-	for _, im := range impls {
+	for _, im := range procImpls {
 		if im.name == impl {
 			mk = im.make
 		}

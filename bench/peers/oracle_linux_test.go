@@ -1,0 +1,176 @@
+package peers
+
+import (
+	"context"
+	"errors"
+	"os"
+	"slices"
+	"strconv"
+	"sync/atomic"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The pub/sub oracle is the least a turn can cost on five masters when each
+// locker is a process of its own and learns of its turn from the masters,
+// as redlock's waiters do: it takes part in BenchmarkContendedProcesses
+// only. Its lockers line up for free, through the benchmark's shared file
+// (a ticket each, in the order they ask), so a holder knows its successor
+// without hearing its want. Its release is one round on every master of a
+// script that moves the key on to the next ticket and publishes that to
+// the successor's process, returning at the majority; the successor holds
+// the key once a majority of masters told it so. Nothing else: no tokens
+// (the key holds the ticket's number, and a master takes any later one,
+// so one that falls behind catches up by itself), no validity, no restart
+// guard, no wants, no clean-up. It is a bound, not a lock to use.
+type pubSubOracle struct {
+	clients []redis.UniversalClient
+	quorum  int
+	shm     *shared
+	me      int64       // this process's id
+	notes   chan notice // the masters' notices to this process: node, ticket
+	subs    []*redis.PubSub
+}
+
+// procImpls are the lockers of BenchmarkContendedProcesses: impls, and
+// the pub/sub oracle.
+var procImpls = append(slices.Clip(impls), impl{"oracle-pubsub", 5, newPubSubOracle, nil})
+
+// A notice is one master's word that a ticket's turn has come.
+type notice struct {
+	node   int
+	ticket int64
+}
+
+// The shared file's words for the oracle's line: the next ticket, and, per
+// ticket (a ring: no more than 8 lockers wait at once), the process that
+// holds it, 0 while none has said.
+const (
+	sharedTicket = sharedWords + iota
+	sharedOwners
+	oracleRing       = 16
+	sharedFileWords  = sharedOwners + oracleRing
+	oracleBroadcast  = "oracle:all"
+	oracleChannelPfx = "oracle:"
+)
+
+// oracleMove moves the key on to ticket ARGV[1] (for ARGV[2] ms) unless it
+// already holds that ticket or a later one, and tells channel ARGV[3] so.
+var oracleMove = redis.NewScript(`
+local cur = tonumber(redis.call('GET', KEYS[1]) or '-1')
+if cur < tonumber(ARGV[1]) then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  redis.call('PUBLISH', ARGV[3], ARGV[1])
+  return 1
+end
+return 0`)
+
+// newPubSubOracle makes a worker process's oracle locker: it subscribes to
+// its own channel and to the broadcast one on every master before the
+// worker says it is ready.
+func newPubSubOracle(clients []redis.UniversalClient) locker {
+	shm, err := mapShared(os.Getenv("PEERS_SHARED"))
+	if err != nil {
+		panic(err)
+	}
+	o := &pubSubOracle{
+		clients: clients,
+		quorum:  len(clients)/2 + 1,
+		shm:     shm,
+		me:      int64(os.Getpid()),
+		notes:   make(chan notice, 1024),
+	}
+	for i, c := range clients {
+		ps := c.Subscribe(bg, o.channel(o.me), oracleBroadcast)
+		for range 2 { // the subscriptions' confirmations
+			if _, err := ps.Receive(bg); err != nil {
+				panic(err)
+			}
+		}
+		o.subs = append(o.subs, ps)
+		go func() {
+			for {
+				m, err := ps.Receive(bg)
+				if err != nil {
+					return // closed
+				}
+				if msg, ok := m.(*redis.Message); ok {
+					if t, err := strconv.ParseInt(msg.Payload, 10, 64); err == nil {
+						o.notes <- notice{i, t}
+					}
+				}
+			}
+		}()
+	}
+	return o
+}
+
+func (o *pubSubOracle) channel(proc int64) string {
+	return oracleChannelPfx + strconv.FormatInt(proc, 10)
+}
+
+// owner is the word that says which process holds ticket.
+func (o *pubSubOracle) owner(ticket int64) *atomic.Int64 {
+	return o.shm.word(sharedOwners + int(ticket%oracleRing))
+}
+
+func (o *pubSubOracle) try(context.Context, string) (func() error, error) {
+	return nil, errors.New("oracle: only waits")
+}
+
+// wait takes a ticket and waits until a majority of masters said its turn
+// has come; ticket 0 takes the key on every master.
+func (o *pubSubOracle) wait(ctx context.Context, key string) (func() error, error) {
+	t := o.shm.word(sharedTicket).Add(1) - 1
+	o.owner(t).Store(o.me)
+	if t == 0 {
+		f := &floor{clients: o.clients, quorum: o.quorum}
+		won, rest := f.round(func(c redis.UniversalClient) bool {
+			return c.Set(ctx, key, "0", ttl).Err() == nil
+		})
+		rest()
+		if !won {
+			return nil, errors.New("oracle: no majority for the first ticket")
+		}
+	} else {
+		var heard uint64
+		for n := 0; n < o.quorum; {
+			select {
+			case note := <-o.notes:
+				if note.ticket == t && heard&(1<<note.node) == 0 {
+					heard |= 1 << note.node
+					n++
+				}
+			case <-ctx.Done():
+				return nil, ctx.Err() // (the benchmark never cancels)
+			}
+		}
+	}
+	o.owner(t).Store(0)
+	return func() error { return o.release(key, t) }, nil
+}
+
+// release moves the key on to the next ticket, telling its process, or
+// every process when the next ticket has no holder yet (it may be taken
+// while the round is on its way).
+func (o *pubSubOracle) release(key string, t int64) error {
+	next := t + 1
+	ch := oracleBroadcast
+	if p := o.owner(next).Load(); p != 0 {
+		ch = o.channel(p)
+	}
+	f := &floor{clients: o.clients, quorum: o.quorum}
+	won, _ := f.round(func(c redis.UniversalClient) bool {
+		return oracleMove.Run(bg, c, []string{key}, next, ttl.Milliseconds(), ch).Err() == nil
+	})
+	if !won {
+		return errors.New("oracle: the move reached no majority")
+	}
+	return nil
+}
+
+func (o *pubSubOracle) close() {
+	for _, ps := range o.subs {
+		_ = ps.Close()
+	}
+}
