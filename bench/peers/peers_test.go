@@ -588,7 +588,7 @@ func (f *floor) try(ctx context.Context, key string) (func() error, error) {
 	return nil, errNotObtained
 }
 
-func (f *floor) wait(ctx context.Context, key string) (func() error, error) {
+func (f *floor) wait(context.Context, string) (func() error, error) {
 	return nil, errors.New("floor: no waiting")
 }
 
@@ -633,7 +633,7 @@ func newOracleFamily() func(clients []redis.UniversalClient) locker {
 // oracleHandOff replaces ARGV[1]'s key with ARGV[2]'s for ARGV[3] ms.
 var oracleHandOff = redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3]) return 1 end return 0`)
 
-func (o *oracle) try(ctx context.Context, key string) (func() error, error) {
+func (o *oracle) try(context.Context, string) (func() error, error) {
 	return nil, errors.New("oracle: only waits")
 }
 
