@@ -46,12 +46,16 @@ type notice struct {
 // ticket (a ring: no more than 8 lockers wait at once), the process that
 // holds it, 0 while none has said.
 const (
-	sharedTicket = sharedWords + iota
-	sharedOwners
-	oracleRing       = 16
-	sharedFileWords  = sharedOwners + oracleRing
-	oracleBroadcast  = "oracle:all"
-	oracleChannelPfx = "oracle:"
+	sharedTicket    = sharedWords
+	sharedOwners    = sharedTicket + 1
+	oracleRing      = 16
+	sharedFileWords = sharedOwners + oracleRing
+)
+
+// The oracle's channels: a process's own is oracleChannel and its id.
+const (
+	oracleChannel   = "oracle:"
+	oracleBroadcast = "oracle:all"
 )
 
 // oracleMove moves the key on to ticket ARGV[1] (for ARGV[2] ms) unless it
@@ -106,7 +110,7 @@ func newPubSubOracle(clients []redis.UniversalClient) locker {
 }
 
 func (o *pubSubOracle) channel(proc int64) string {
-	return oracleChannelPfx + strconv.FormatInt(proc, 10)
+	return oracleChannel + strconv.FormatInt(proc, 10)
 }
 
 // owner is the word that says which process holds ticket.
