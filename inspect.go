@@ -7,6 +7,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -15,6 +18,10 @@ import (
 // have expired, been released or been taken. Use it to watch and to
 // debug, never to decide whether to act on what a lock protects; only a
 // Lock you hold, within its Until, says that.
+//
+// An Inspection prints (fmt, with any verb; log/slog, with any handler) as
+// its exported fields, never as the values the masters hold: HeldBy is the
+// only way to compare them with a token.
 type Inspection struct {
 	Key     string
 	Masters int // how many masters the Client has
@@ -206,4 +213,49 @@ func (l *Lock) Held(ctx context.Context) (bool, error) {
 		}
 	}
 	return time.Now().Before(l.Until()), nil
+}
+
+// String describes the inspection: its key, masters, quorum, how many
+// answered and hold the key, the TTLs left and the masters that failed.
+// String never includes a token, nor any value a master holds.
+func (i Inspection) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "redlock.Inspection{key: %s, masters: %d, quorum: %d, answered: %d, holding: %d, min_ttl: %v, max_ttl: %v",
+		strconv.Quote(i.Key), i.Masters, i.Quorum, i.Answered, i.Holding, i.MinTTL, i.MaxTTL)
+	if len(i.Failed) > 0 {
+		b.WriteString(", failed: [")
+		for n, e := range i.Failed {
+			if n > 0 {
+				b.WriteString("; ")
+			}
+			b.WriteString(e.Error())
+		}
+		b.WriteString("]")
+	}
+	b.WriteString("}")
+	return b.String()
+}
+
+// Format prints the inspection as String does, for every verb (%v, %+v,
+// %#v, %s, %q, %x, ...): never the values the masters hold.
+func (i Inspection) Format(f fmt.State, verb rune) {
+	formatSafe(f, verb, "redlock.Inspection", i.String())
+}
+
+// LogValue is the inspection for log/slog: a group of "key", "masters",
+// "quorum", "answered", "holding", "min_ttl", "max_ttl" and, when masters
+// failed, "failed", their errors as in String. It never includes a token,
+// nor any value a master holds.
+func (i Inspection) LogValue() slog.Value {
+	attrs := []slog.Attr{slog.String("key", i.Key), slog.Int("masters", i.Masters), slog.Int("quorum", i.Quorum),
+		slog.Int("answered", i.Answered), slog.Int("holding", i.Holding),
+		slog.Duration("min_ttl", i.MinTTL), slog.Duration("max_ttl", i.MaxTTL)}
+	if len(i.Failed) > 0 {
+		failed := make([]string, len(i.Failed))
+		for n, e := range i.Failed {
+			failed[n] = e.Error()
+		}
+		attrs = append(attrs, slog.Any("failed", failed))
+	}
+	return slog.GroupValue(attrs...)
 }

@@ -4,6 +4,10 @@ package redlock
 
 import (
 	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,6 +16,10 @@ import (
 // A Lock is a lock obtained by TryLock or Lock. It is safe for concurrent
 // use. Its methods do not panic on a nil or zero *Lock: Extend and Unlock
 // report ErrNotHeld, Done is closed, and Key, Token and Until are empty.
+//
+// A Lock prints (fmt, with any verb; log/slog, with any handler) as its
+// key or keys, its number of masters, its Until and its state, never its
+// token: Token is the only way to the token.
 type Lock struct {
 	c     *Client
 	key   string   // the key; for a multi-key lock, its keys joined by commas (for messages)
@@ -209,6 +217,80 @@ func (l *Lock) Token() string {
 		return ""
 	}
 	return l.token
+}
+
+// String describes the lock: its key (or a multi-key lock's keys), its
+// number of masters, its Until and its state: "held" within Until,
+// "expired" after it, "lost" once an Extend found it lost, "unlocked"
+// once Unlock was called, and "not held" for a zero Lock. String never
+// includes the lock's token. A nil *Lock is "<nil>".
+func (l *Lock) String() string {
+	if l == nil {
+		return "<nil>"
+	}
+	until, state := l.printState()
+	var b strings.Builder
+	b.WriteString("redlock.Lock{")
+	if l.keys != nil {
+		b.WriteString("keys: [")
+		for i, k := range l.keys {
+			if i > 0 {
+				b.WriteByte(' ')
+			}
+			b.WriteString(strconv.Quote(k))
+		}
+		b.WriteString("]")
+	} else {
+		b.WriteString("key: " + strconv.Quote(l.key))
+	}
+	b.WriteString(", masters: " + strconv.Itoa(len(l.holds)))
+	if !until.IsZero() {
+		b.WriteString(", until: " + until.Format(time.RFC3339Nano))
+	}
+	b.WriteString(", state: " + state + "}")
+	return b.String()
+}
+
+// Format prints the lock as String does, for every verb (%v, %+v, %#v,
+// %s, %q, %x, ...): never its fields, so never its token.
+func (l *Lock) Format(f fmt.State, verb rune) { formatSafe(f, verb, "*redlock.Lock", l.String()) }
+
+// LogValue is the lock for log/slog: a group of its key ("key", or "keys"
+// for a multi-key lock), "masters", "until" (absent for a zero Lock) and
+// "state", as in String. It never includes the lock's token.
+func (l *Lock) LogValue() slog.Value {
+	if l == nil {
+		return slog.StringValue("<nil>")
+	}
+	until, state := l.printState()
+	attrs := make([]slog.Attr, 0, 4)
+	if l.keys != nil {
+		attrs = append(attrs, slog.Any("keys", append([]string(nil), l.keys...)))
+	} else {
+		attrs = append(attrs, slog.String("key", l.key))
+	}
+	attrs = append(attrs, slog.Int("masters", len(l.holds)))
+	if !until.IsZero() {
+		attrs = append(attrs, slog.Time("until", until))
+	}
+	return slog.GroupValue(append(attrs, slog.String("state", state))...)
+}
+
+// printState returns Until and the state String names.
+func (l *Lock) printState() (time.Time, string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case l.released:
+		return l.until, "unlocked"
+	case l.givenUp:
+		return l.until, "lost"
+	case l.c == nil:
+		return l.until, "not held"
+	case l.ended || !time.Now().Before(l.until):
+		return l.until, "expired"
+	}
+	return l.until, "held"
 }
 
 // Until returns the end of the lock's validity on the local monotonic clock:
