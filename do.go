@@ -43,7 +43,8 @@ func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(
 
 // DoMulti is Do holding every key of keys, as one lock taken by LockMulti
 // (see TryLockMulti for the rules and the bad input). fn finds the lock
-// with LockFromContext; a multi-key lock has no fence.
+// with LockFromContext, for its fence (Lock.Fence: one fence above every
+// earlier fence of each key).
 func (c *Client) DoMulti(ctx context.Context, keys []string, ttl time.Duration, fn func(ctx context.Context) error) error {
 	return c.doWith(ctx, "DoMulti", strings.Join(keys, ","), ttl, fn, func(ctx context.Context) (*Lock, error) { return c.LockMulti(ctx, keys, ttl) })
 }

@@ -25,6 +25,8 @@
 // without persistence stays out of quorums for at least the longest TTL in
 // use. Nothing stops a holder that is paused past Until (a GC pause, a VM
 // stall) from acting after its lock expired: check Until, or use Extend's and
-// Unlock's errors, before acting on shared state. Fencing tokens are not
-// provided yet.
+// Unlock's errors, before acting on shared state; and where the shared state
+// can check a number, pass it the lock's fencing token (Lock.Fence), which
+// grows from one holder of the key to the next, so that it refuses a late
+// holder's writes.
 package redlock

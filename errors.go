@@ -89,7 +89,9 @@ func (e *NodeError) Unwrap() error { return e.Err }
 // (ErrNotObtained or ErrNotHeld) and against each node's error, so
 // errors.Is(err, ErrNodeTimeout) tells whether any node timed out.
 type QuorumError struct {
-	Op      string        // "lock", "extend", "unlock" or "hand-off"
+	// Op is the operation: "lock" (TryLock, Lock, TryLockMulti, LockMulti,
+	// Do, DoMulti), "extend", "unlock", "fence", "resume" or "inspect".
+	Op      string
 	Key     string        // the lock's key
 	Quorum  int           // yes votes needed: a majority of the nodes
 	Votes   int           // yes votes received before the outcome was decided

@@ -100,8 +100,13 @@ type Observer struct {
 
 // A RoundEvent is one decided round.
 type RoundEvent struct {
-	Ctx     context.Context
-	Op      string // "lock", "extend", "unlock", "hand-off", "fence" or "resume", as in QuorumError
+	Ctx context.Context
+	// Op is the round's operation: "lock", "extend", "unlock", "fence" or
+	// "resume", as in QuorumError; "hand-off" (Unlock handing the lock to a
+	// waiter); "confirm" (a Lock waiting on another Client's hand-off
+	// checking with an extension round that the key is its own: after a
+	// long wait, or when it missed the hand-off's notices).
+	Op      string
 	Key     string
 	Votes   int           // yes votes counted when it was decided
 	Quorum  int           // yes votes needed

@@ -605,7 +605,8 @@ func TestExtendAfterTheValidityEndedReleasesWhatAFailedExtendLengthened(t *testi
 // queued waiter. The waiter gave the handed lock back with an Unlock that
 // a closed Client refuses, so its keys stayed for the whole TTL while both
 // calls reported failure or release. The waiter now keeps the lock it was
-// handed (as x/sync's semaphore keeps what it got as ctx ends).
+// handed (x/sync's semaphore gives back what it got as ctx ends, but a lock
+// given back takes a round that a closed Client cannot make).
 func TestCloseDuringAHandOffLeavesNoUnownedLock(t *testing.T) {
 	r := startReal(t, 5)
 	c := r.client()

@@ -82,9 +82,10 @@ func (t *turns[T]) take(ctx context.Context, key string, ttl time.Duration) (pas
 	}
 	t.mu.Unlock()
 	// We were being served as ctx ended or Close came (a hand-off takes
-	// one round). Like x/sync's semaphore, keep a lock that was handed
-	// over rather than give it back: that would take another round, which
-	// a closed Client cannot make, and would leave its keys behind.
+	// one round). Keep a lock that was handed over rather than give it
+	// back, as x/sync's semaphore gives back a grant (since 2023): that
+	// would take another round, which a closed Client cannot make, and
+	// would leave its keys behind.
 	if l := <-me.served; l != nil {
 		return t.passer(key), l, true, nil
 	}

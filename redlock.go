@@ -249,7 +249,9 @@ func (c *Client) tryLock(ctx context.Context, key string, ttl time.Duration) (*L
 // ErrInvalidArgument without any attempt. After Close, and when Close is
 // called while it waits, Lock returns an error matching ErrClosed. A Lock
 // that is being handed the lock by Unlock as ctx ends or Close is called
-// returns that lock, like x/sync's semaphore, rather than give it back.
+// returns that lock rather than give it back (unlike x/sync's semaphore,
+// whose Acquire gives back a grant that comes as ctx ends: giving a lock
+// back takes a release round, which a closed Client cannot make).
 func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
 	if err := c.usable(); err != nil {
 		return nil, err

@@ -1,5 +1,5 @@
-// Unlock: releasing a held lock on every master, or handing it to the
-// Client's next local waiter (handoff.go).
+// Unlock: releasing a held lock on every master, or handing it to the next
+// waiter, the Client's own or another Client's (handoff.go).
 
 package redlock
 
@@ -15,14 +15,27 @@ import (
 // never touches a key that holds another token. It returns as soon as the
 // outcome is known; deletes still in flight finish in the background.
 //
-// Hand-off: when the lock was obtained by Lock (or Do), another goroutine
-// of the same Client is queued for the key, and no other Client is known to
-// want it, Unlock instead replaces this lock's token with a fresh one for
-// that waiter, in one round; the waiter's Lock returns that new lock, whose
-// validity counts from the round's start like any acquisition's. The key is
-// never free in between. If the round does not reach a majority, Unlock
-// rolls the new token back, deletes this lock's token wherever the hand-off
-// left it, and the waiter makes attempts of its own.
+// Hand-off: while a single-key lock is valid and notices are on (no
+// WithoutNotices, no master refusing them), Unlock gives the key to the
+// next waiter in one round instead, and the key is never free in between.
+// The waiters in line are this Client's own Lock (or Do) calls queued for
+// the key, in the order they queued (only behind a lock obtained by Lock
+// or Do, which holds the Client's turn for the key), and other Clients'
+// waiters that announced themselves, each placed by when this Client first
+// heard it. The one that asked first gets the key: another Client's waiter
+// heard before this Client's next waiter queued comes first; it gets the
+// token it announced, and learns from the masters' notices that it holds
+// the key, while this Client's waiters keep their order and ask the new
+// holder for the key in turn. Otherwise this Client's next waiter gets a
+// fresh token, and its Lock returns that new lock, whose validity counts
+// from the round's start like any acquisition's; but only while every
+// other Client heard to want the key lately has announced itself: when
+// one has not (it only waits for a release, and would starve), Unlock
+// releases the key and the waiter makes an attempt like the others. If the
+// round does not reach a majority, Unlock rolls this Client's waiter's new
+// token back (another Client's waiter releases its own), deletes this
+// lock's token wherever the hand-off left it, and the waiter makes
+// attempts of its own.
 //
 // Unlock returns nil when a majority deleted (or handed over) the key before
 // the validity ended. Otherwise it returns an error matching ErrNotHeld,
