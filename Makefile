@@ -16,6 +16,7 @@ NESTED := otel examples/observability
 check: lint deps
 	@unformatted=$$(gofmt -l .); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	go vet ./...
+	go run ./internal/docscheck
 	cd bench/peers && go vet .
 	for m in $(NESTED); do (cd $$m && go vet ./... && go mod tidy -diff) || exit 1; done
 
