@@ -714,8 +714,8 @@ func TestNoGoroutineOutlivesItsWork(t *testing.T) {
 	}
 }
 
-// The classic Redis-lock mistakes (REDLOCK-NOTES.md, "the 10 pitfalls"), each
-// guarded here where it belongs to the core. 8 (releasing before the
+// The classic Redis-lock mistakes (the README's "The ten classic Redis-lock
+// mistakes"), each guarded here where it belongs to the core. 8 (releasing before the
 // surrounding transaction commits) is the caller's ordering: see the README.
 
 // recordCommands records every command the Client sends to node i, as the
