@@ -53,11 +53,20 @@ var (
 	ErrNodeRefused = errors.New("redlock: node refused")
 
 	// ErrNodeQuarantined reports that a node said yes but its vote was not
-	// counted: its memory is younger than the restart guard while other
-	// masters remember further back, so it may have lost (in a restart
-	// without persistence, a flush) a key another holder still counts on.
+	// counted: its memory is younger than the restart guard, and either
+	// another master answered with a memory older than its own, so it may
+	// have lost (in a restart without persistence, a flush) a key another
+	// holder still counts on, or too few masters reported their memory
+	// before the round ended to tell. The NodeError's message says which.
 	// Its key is set all the same. See WithRestartGuard.
-	ErrNodeQuarantined = errors.New("redlock: node quarantined after losing its data")
+	ErrNodeQuarantined = errors.New("redlock: node quarantined by the restart guard")
+
+	// ErrGuardRights reports, from New, that the restart guard cannot work
+	// with the Client's credentials on a master: reading or writing its
+	// memory marker, or reading the master's clock (TIME), was refused.
+	// The message names the master, the right and both remedies: grant it,
+	// or turn the guard off with WithRestartGuard(0) to accept the risk.
+	ErrGuardRights = errors.New("redlock: the restart guard lacks a right")
 )
 
 // errGivenUp is a node's outcome when its request was not sent because the

@@ -199,9 +199,9 @@ func inSlotOf(key, suffix string) string {
 }
 
 // slotless reports whether key's library keys (its memory marker, its fence
-// counter) cannot share its hash slot on a Redis Cluster master: it has a
-// '}' but no hash tag. (The marker is read undeclared, so in another slot
-// its read would fail quietly, and the restart guard be off for the key.)
+// counter, its wanted key) cannot share its hash slot on a Redis Cluster
+// master: it has a '}' but no hash tag. A script must declare them with the
+// key, and a Cluster master refuses keys of two slots in one script.
 func slotless(key string) bool {
 	return !hasHashTag(key) && strings.Contains(key, "}")
 }

@@ -4,8 +4,14 @@
 package redlock
 
 import (
+	"context"
+	"fmt"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // A master that restarts without persistence (or is flushed, or fails over
@@ -16,27 +22,34 @@ import (
 // memory's age with every vote. A yes from a master whose memory is younger
 // than the guard is held back until the round knows more:
 //
-//   - it is not counted (ErrNodeQuarantined) as soon as any master answers
-//     with a memory older than its own by more than memorySlack: that
-//     master remembers a time the young one has forgotten, when it may have
-//     granted a lock still alive. One witness is enough: the masters of a
-//     lock that kept their data hold its key, and answer;
-//   - it is counted once every master has reported its memory and none is
-//     older: nobody remembers further back. In a fresh deployment every
-//     marker is born in the same few rounds, so nothing stalls there;
-//   - it is not counted when the round ends (the node deadline, the
-//     caller's ctx) before every master reported: the one that did not may
-//     be the witness. An answer that is an error reports nothing (a master
-//     at maxmemory, a refused connection), nor does one from a master whose
-//     ACL user cannot read the marker. So a fresh deployment with a master
-//     down takes no lock until its markers are older than the guard.
+//   - G1: it is not counted (ErrNodeQuarantined) as soon as any master
+//     answers with a memory older than its own by more than memorySlack:
+//     that master remembers a time the young one has forgotten, when it may
+//     have granted a lock still alive.
+//   - G2: it is counted once a majority of the masters has reported its
+//     memory and none is older. Redlock's fault model is a minority of
+//     masters failing, here losing its data: the masters that kept theirs
+//     are then a majority, every one of them born before any lock the
+//     young one forgot, and any majority of reports includes one of them.
+//     So a fresh deployment, where every marker is born in the same few
+//     rounds, takes locks at once, with a minority of its masters down.
+//   - G3: with WithStrictRestartGuard, it is counted only once every master
+//     has reported: a majority losing its data at once, outside the model,
+//     is then covered too, at the price of a fresh deployment with a master
+//     down taking no lock until its markers are older than the guard.
+//   - G4: it is not counted when the round ends (the node deadline, the
+//     caller's ctx) before G2 or G3 decided it: the reports missing may be
+//     the witness's. An answer that is an error reports nothing (a master
+//     at maxmemory, a refused connection).
+//   - G5: the guard never switches itself off: a marker the Client cannot
+//     read or write makes the script fail (lua/memory.lua), so the master
+//     casts no vote at all, and New refuses such credentials where it can
+//     ask (checkGuardRights).
 //
 // Its key is set all the same, so it protects the lock from then on, and is
 // released with the lock. A master that restarted with its data (the
 // marker is persisted with the keys) is as old as before, and counts at
-// once. When a majority loses its data at once, its young votes stay out
-// for the guard as long as one master that kept its data answers: no second
-// holder gets in before the first one's TTL is over.
+// once.
 
 // memorySlack is how much older than a master's memory the others' must be
 // for it to count as having lost its data: more than the spread of a fresh
@@ -60,9 +73,81 @@ const (
 )
 
 // ownKey reports whether key is a name the library uses for its own keys
-// (a memory marker, a fence counter): a lock on it would overwrite them.
+// (a memory marker, a fence counter, a wanted key): a lock on it would
+// overwrite them.
 func ownKey(key string) bool {
-	return key == plainMarkerKey || strings.HasSuffix(key, markerSuffix) || strings.HasSuffix(key, fenceSuffix)
+	return key == plainMarkerKey || strings.HasSuffix(key, markerSuffix) || strings.HasSuffix(key, fenceSuffix) || strings.HasSuffix(key, wantedSuffix)
+}
+
+// checkGuardRights runs lua/guard_check.lua on n's plain marker (on every
+// shard of a Ring): it does to the marker what every vote does. It returns
+// an error matching ErrGuardRights when the master refuses for want of a
+// right, and nil otherwise: on success, and on any other failure (a master
+// down or slow, at maxmemory), which the votes meet in their turn. A Redis
+// Cluster node is not checked: its markers are one per hash tag.
+func checkGuardRights(ctx context.Context, n *node) error {
+	check := func(ctx context.Context, c redis.UniversalClient) error {
+		return runScript(ctx, c, guardCheckScript.evalsha(1, plainMarkerKey)).Err()
+	}
+	var err error
+	switch c := n.client.(type) {
+	case *redis.ClusterClient:
+		return nil
+	case *redis.Ring:
+		var mu sync.Mutex
+		_ = c.ForEachShard(ctx, func(ctx context.Context, s *redis.Client) error {
+			if e := check(ctx, s); missingRight(e) {
+				mu.Lock()
+				err = e
+				mu.Unlock()
+			}
+			return nil
+		})
+	default:
+		err = check(ctx, c)
+	}
+	if !missingRight(err) {
+		return nil
+	}
+	return err
+}
+
+// guardRightsMissing returns the error New reports when some nodes refused
+// checkGuardRights (errs, by node; nil where it passed or was not asked):
+// the first such node's refusal, the others' indexes, and the remedies.
+func guardRightsMissing(nodes []*node, errs []error) error {
+	first := -1
+	var others []string
+	for i, err := range errs {
+		switch {
+		case err == nil:
+		case first < 0:
+			first = i
+		default:
+			others = append(others, strconv.Itoa(i))
+		}
+	}
+	if first < 0 {
+		return nil
+	}
+	also := ""
+	if len(others) > 0 {
+		also = " (and so did nodes " + strings.Join(others, ", ") + ")"
+	}
+	return fmt.Errorf("%w: node %d (%s) refused the marker %q or a command it needs: %v%s; "+
+		"grant the user the key and the commands (ACL SETUSER <user> ~%s +get +set +time), "+
+		"or turn the guard off with WithRestartGuard(0) to accept that a master restarting without its data may let a second holder in",
+		ErrGuardRights, first, nodes[first].addr, plainMarkerKey, errs[first], also, plainMarkerKey)
+}
+
+// missingRight reports whether err is a server's refusal for want of an ACL
+// right: of a key (NOPERM), or of a command a script calls.
+func missingRight(err error) bool {
+	if err == nil {
+		return false
+	}
+	msg := err.Error()
+	return strings.HasPrefix(msg, "NOPERM") || strings.Contains(msg, "can't run this command")
 }
 
 // memory is what a master reports of its memory with a vote.
@@ -149,15 +234,19 @@ type heldVote struct {
 }
 
 // settleHeld decides the held votes it can (see the comment at the top):
-// recorded as ErrNodeQuarantined once an answer is older, counted once all
-// masters reported their memory.
-func (r *round) settleHeld(nodes []*node) {
+// recorded as ErrNodeQuarantined once an answer is older (G1), counted once
+// enough masters reported their memory (G2, G3).
+func (r *round) settleHeld(nodes []*node, strict bool) {
+	enough := r.quorum // G2
+	if strict {
+		enough = len(nodes) // G3
+	}
 	kept := r.held[:0]
 	for _, h := range r.held {
 		switch {
 		case olderThan(r.mems, h.age):
-			r.record(nodes[h.node], ErrNodeQuarantined, h.at)
-		case r.reported == len(nodes):
+			r.record(nodes[h.node], errQuarantinedWitness, h.at)
+		case r.reported >= enough:
 			r.yes++
 		default:
 			kept = append(kept, h)
@@ -182,15 +271,21 @@ func (r *round) recheck(guard time.Duration) {
 }
 
 // endHeld records the votes still held when the round ends (its deadline,
-// or the caller's ctx) as not counted: a master that did not answer in time
-// may be the one that remembers, and counting them then would let a second
-// holder in whenever the masters that kept their data are slow.
+// or the caller's ctx) as not counted (G4): a master that did not answer in
+// time may be the one that remembers, and counting them then would let a
+// second holder in whenever the masters that kept their data are slow.
 func (r *round) endHeld(nodes []*node) {
 	for _, h := range r.held {
-		r.record(nodes[h.node], ErrNodeQuarantined, h.at)
+		r.record(nodes[h.node], errQuarantinedUnknown, h.at)
 	}
 	r.held = nil
 }
+
+// The two ways a young vote is quarantined: what the round knows of it.
+var (
+	errQuarantinedWitness = fmt.Errorf("%w: another master remembers further back, so it may have lost its data", ErrNodeQuarantined)
+	errQuarantinedUnknown = fmt.Errorf("%w: cannot tell whether it lost its data: too few masters reported their memory in time", ErrNodeQuarantined)
+)
 
 // olderThan reports whether a master answered with a memory older than age
 // by more than memorySlack.

@@ -38,7 +38,11 @@ const failoverAddr = "FailoverClient"
 // the same server behind two kinds of client (a failover client and a plain
 // one, two cluster clients of one cluster). A node that cannot be asked in
 // time is not checked.
-func newNodes(clients []redis.UniversalClient) ([]*node, error) {
+//
+// With guard, the same questions check the Client's rights to each
+// master's memory marker (checkGuardRights): a node whose answer says a
+// right is missing makes newNodes fail with ErrGuardRights.
+func newNodes(clients []redis.UniversalClient, guard bool) ([]*node, error) {
 	if len(clients) == 0 {
 		return nil, fmt.Errorf("%w: no nodes", ErrInvalidArgument)
 	}
@@ -58,7 +62,10 @@ func newNodes(clients []redis.UniversalClient) ([]*node, error) {
 			seen[m.key] = i
 		}
 	}
-	ids := askServers(nodes)
+	ids, guardErrs := askServers(nodes, guard)
+	if err := guardRightsMissing(nodes, guardErrs); err != nil {
+		return nil, err
+	}
 	owner := make(map[string]int)
 	for i, n := range nodes {
 		if isFailover(n.client) && len(ids[i]) == 1 && ids[i][0].addr != "" {
@@ -177,32 +184,40 @@ func (id serverID) String() string {
 	return id.addr + ", run_id " + id.runID
 }
 
-// askServers asks every node, in parallel, for the servers behind it, and
-// returns what came back within identityTimeout: nothing for a node that
+// askServers asks every node, in parallel, for the servers behind it, and,
+// with guard, whether its marker rights are missing (checkGuardRights), by
+// node; it returns what came back within identityTimeout: nothing for a node that
 // could not answer in time. It does not wait for the late ones: their
 // requests end with the cancelled context, or at the go-redis client's own
 // timeouts where it does not watch the context.
-func askServers(nodes []*node) [][]serverID {
+func askServers(nodes []*node, guard bool) (ids [][]serverID, guardErrs []error) {
 	ctx, cancel := context.WithTimeout(context.Background(), identityTimeout)
 	defer cancel()
 	type answer struct {
-		i   int
-		ids []serverID
+		i        int
+		ids      []serverID
+		guardErr error
 	}
 	answers := make(chan answer, len(nodes))
 	for i, n := range nodes {
-		go func() { answers <- answer{i, serversBehind(ctx, n.client)} }()
+		go func() {
+			a := answer{i: i, ids: serversBehind(ctx, n.client)}
+			if guard {
+				a.guardErr = checkGuardRights(ctx, n)
+			}
+			answers <- a
+		}()
 	}
-	ids := make([][]serverID, len(nodes))
+	ids, guardErrs = make([][]serverID, len(nodes)), make([]error, len(nodes))
 	for range nodes {
 		select {
 		case a := <-answers:
-			ids[a.i] = a.ids
+			ids[a.i], guardErrs[a.i] = a.ids, a.guardErr
 		case <-ctx.Done():
-			return ids
+			return ids, guardErrs
 		}
 	}
-	return ids
+	return ids, guardErrs
 }
 
 // serversBehind returns the masters behind c that answered INFO: every

@@ -53,7 +53,7 @@ func (i Inspection) HeldBy(token string) int {
 	}
 	n := 0
 	for _, v := range i.values {
-		if v == token || v == token+"~" { // lua/token.lua's ours
+		if v == token { // lua/token.lua's ours
 			n++
 		}
 	}

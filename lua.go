@@ -11,7 +11,8 @@ import (
 
 var (
 	// tokenLua defines ours(), which every script compares a key's value
-	// with a token by: the token, or the token marked as wanted.
+	// with a token by, and the wanted keys' fingerprint(), wanted() and
+	// mark().
 	//go:embed lua/token.lua
 	tokenLua string
 
@@ -56,10 +57,31 @@ var (
 	fenceMultiLua    string
 	fenceMultiScript = newLuaScript(tokenLua + fenceMultiLua)
 
+	// guardCheckScript runs memory() alone, as New's check of the
+	// Client's rights to the marker (guard.go).
+	//go:embed lua/guard_check.lua
+	guardCheckLua    string
+	guardCheckScript = newLuaScript(memoryLua + guardCheckLua)
+
 	//go:embed lua/inspect.lua
 	inspectLua    string
 	inspectScript = newLuaScript(inspectLua)
 )
+
+// wantedSuffix ends a lock key's wanted key (lua/token.lua): where a waiter
+// of another Client records that the key's value refused it, so that the
+// holder announces its next hand-off. The lock key itself is never marked.
+const wantedSuffix = ":redlock-wanted"
+
+// wantedKey is the wanted key of lock key key on a master: key +
+// wantedSuffix, on a Redis Cluster master in key's hash slot (inSlotOf),
+// as a script's declared keys must be.
+func wantedKey(key string, cluster bool) string {
+	if !cluster {
+		return key + wantedSuffix
+	}
+	return inSlotOf(key, wantedSuffix)
+}
 
 // A luaScript is one of the scripts, with its SHA1 and its source boxed
 // once: the commands that run it are built by the library (see evalsha),

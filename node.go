@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -67,9 +68,9 @@ func (n *node) acquire(ctx context.Context, send sendCheck, a *roundArgs) (ballo
 func (n *node) acquireCmd(a *roundArgs, k *knownMemory) []any {
 	ch, msg := n.noticeArgs(a)
 	if a.keys != nil {
-		return acquireMultiScript.evalsha(len(a.keys), a.withKeys(a.token, a.ttl, a.guard, n.markerArg(a.key), k.arg())...)
+		return n.scriptCmd(acquireMultiScript, a, true, a.token, a.ttl, a.guard, k.arg())
 	}
-	return acquireScript.evalsha(1, a.keyArg, a.token, a.ttl, ch, msg, a.guard, n.markerArg(a.key), k.arg())
+	return n.scriptCmd(acquireScript, a, true, a.token, a.ttl, ch, msg, a.guard, k.arg())
 }
 
 // acquireReply reads the acquire script's reply to a request that told the
@@ -184,6 +185,9 @@ type roundArgs struct {
 	trusted          any   // the hand-off's: "1" when a key that holds token needs no memory report (lua/handoff.lua)
 	remote           any   // the hand-off's: "1" when newToken is another Client's waiter's (wants.go)
 	quiet            any   // the release's: "1" when the notice goes out only where the key is marked (Lock.quiet)
+
+	plainOnce sync.Once
+	plainKeys []any // declaredKeys(false), made once
 }
 
 func newRoundArgs(key, token string, ttl time.Duration, announce notice, guard bool) *roundArgs {
@@ -194,10 +198,48 @@ func newRoundArgs(key, token string, ttl time.Duration, announce notice, guard b
 	}
 }
 
-// withKeys returns a multi-key round's keys followed by argv, for evalsha.
-func (a *roundArgs) withKeys(argv ...any) []any {
-	out := make([]any, 0, len(a.keys)+len(argv))
-	return append(append(out, a.keys...), argv...)
+// declaredKeys returns the lock keys of a (one, or a multi-key lock's),
+// then each one's wanted key, as a script declares them, on a Redis Cluster
+// master or on a plain one.
+func (a *roundArgs) declaredKeys(cluster bool) []any {
+	keys := a.keys
+	if keys == nil {
+		keys = []any{a.keyArg}
+	}
+	out := make([]any, 0, 2*len(keys))
+	out = append(out, keys...)
+	for _, k := range keys {
+		out = append(out, wantedKey(k.(string), cluster))
+	}
+	return out
+}
+
+// scriptCmd returns the command (evalsha's arguments) that runs s on n
+// about a's key or keys, with argv: the script's declared keys are the lock
+// keys and their wanted keys, then, when voting and the restart guard is
+// on, the master's memory marker. Every key a script touches is declared
+// (lua/*.lua): Cluster routing, ACL key checks and servers that enforce the
+// scripting contract depend on it.
+func (n *node) scriptCmd(s *luaScript, a *roundArgs, voting bool, argv ...any) []any {
+	var keys []any
+	if n.isCluster() {
+		keys = a.declaredKeys(true)
+	} else {
+		a.plainOnce.Do(func() { a.plainKeys = a.declaredKeys(false) })
+		keys = a.plainKeys
+	}
+	marker := voting && a.guard == "1"
+	nkeys := len(keys)
+	if marker {
+		nkeys++
+	}
+	args := make([]any, 3, 3+nkeys+len(argv))
+	args[0], args[1], args[2] = "evalsha", s.sha, nkeys
+	args = append(args, keys...)
+	if marker {
+		args = append(args, n.markerArg(a.key))
+	}
+	return append(args, argv...)
 }
 
 // noticeArgs returns a's notice, or none while n refuses notices; on a
@@ -257,9 +299,9 @@ func (n *node) releaseCmd(a *roundArgs) []any {
 			argv = append(argv, noticeChannelOn(k.(string), n.isCluster()))
 		}
 		argv = append(argv, a.quiet)
-		return releaseMultiScript.evalsha(len(a.keys), a.withKeys(argv...)...)
+		return n.scriptCmd(releaseMultiScript, a, false, argv...)
 	}
-	return releaseScript.evalsha(1, a.keyArg, a.token, ch, msg, a.quiet)
+	return n.scriptCmd(releaseScript, a, false, a.token, ch, msg, a.quiet)
 }
 
 // releaseReply reads the release script's reply.
@@ -289,7 +331,7 @@ func (n *node) handOff(ctx context.Context, send sendCheck, a *roundArgs) (state
 	k := n.known.Load()
 	ch, msg := n.noticeArgs(a)
 	var v [5]int64
-	err = replyInts(n.eval(ctx, send, lateSend{}, handoffScript.evalsha(1, a.keyArg, a.token, a.newToken, a.ttl, ch, msg, a.guard, n.markerArg(a.key), k.arg(), a.trusted, a.remote)), v[:], "hand-off")
+	err = replyInts(n.eval(ctx, send, lateSend{}, n.scriptCmd(handoffScript, a, true, a.token, a.newToken, a.ttl, ch, msg, a.guard, k.arg(), a.trusted, a.remote)), v[:], "hand-off")
 	if err != nil {
 		return 0, 0, memory{}, err
 	}
@@ -311,9 +353,11 @@ func (n *node) handOff(ctx context.Context, send sendCheck, a *roundArgs) (state
 // token now.
 func (n *node) extend(ctx context.Context, a *roundArgs, born int64) (ballot, error) {
 	k := n.known.Load()
-	cmd := extendScript.evalsha(1, a.keyArg, a.token, a.ttl, a.guard, n.markerArg(a.key), born, k.arg())
+	var cmd []any
 	if a.keys != nil { // no repair: born does not apply
-		cmd = extendMultiScript.evalsha(len(a.keys), a.withKeys(a.token, a.ttl, a.guard, n.markerArg(a.key), k.arg())...)
+		cmd = n.scriptCmd(extendMultiScript, a, true, a.token, a.ttl, a.guard, k.arg())
+	} else {
+		cmd = n.scriptCmd(extendScript, a, true, a.token, a.ttl, a.guard, born, k.arg())
 	}
 	vote, mem, _, err := n.replyBallot(n.eval(ctx, nil, lateSend{}, cmd), k, "extend")
 	if err != nil {

@@ -35,6 +35,7 @@ type config struct {
 	guard         time.Duration // WithRestartGuard; 0: off
 	batchLimit    int           // WithBatchLimit; 1: batching off
 	quorumFirst   bool          // WithQuorumFirst
+	strictGuard   bool          // WithStrictRestartGuard
 	obs           *Observer     // WithObserver and WithLogger, joined; nil: none
 	logger        *slog.Logger  // WithLogger
 	keyAttributes bool          // WithKeyAttributes
@@ -150,6 +151,24 @@ func WithRestartGuard(d time.Duration) Option {
 			return fmt.Errorf("%w: restart guard %v is negative", ErrInvalidArgument, d)
 		}
 		c.guard = d
+		return nil
+	}
+}
+
+// WithStrictRestartGuard makes the restart guard count a young master's
+// yes only once every master has reported its memory in the round, not a
+// majority. Redlock tolerates a minority of masters losing their data; a
+// majority losing it at once (a whole fresh deployment replaced, every
+// master flushed) is outside that model, and by default a majority of
+// young masters can then let a second holder in before the first one's
+// TTL is over. The strict guard keeps them out as long as one master that
+// kept its data answers, at a price: while its masters are younger than
+// the guard (a fresh deployment's first minute), a master down or hung
+// stops every lock. Without the guard (WithRestartGuard(0)) the option
+// does nothing.
+func WithStrictRestartGuard() Option {
+	return func(c *config) error {
+		c.strictGuard = true
 		return nil
 	}
 }

@@ -35,7 +35,7 @@ func (c *Client) String() string {
 		return "<nil>"
 	}
 	return "redlock.Client{masters: " + strconv.Itoa(len(c.nodes)) + ", quorum: " + strconv.Itoa(c.quorum) +
-		", closed: " + strconv.FormatBool(c.closeCalled()) + "}"
+		", closed: " + strconv.FormatBool(c.isClosed()) + "}"
 }
 
 // Format prints the Client as String does, for every verb (%v, %+v, %#v,
@@ -49,18 +49,5 @@ func (c *Client) LogValue() slog.Value {
 		return slog.StringValue("<nil>")
 	}
 	return slog.GroupValue(slog.Int("masters", len(c.nodes)), slog.Int("quorum", c.quorum),
-		slog.Bool("closed", c.closeCalled()))
-}
-
-// closeCalled reports whether Close was called.
-func (c *Client) closeCalled() bool {
-	if c.closing == nil {
-		return false // a zero Client
-	}
-	select {
-	case <-c.closing:
-		return true
-	default:
-		return false
-	}
+		slog.Bool("closed", c.isClosed()))
 }

@@ -351,7 +351,7 @@ func (r *round) count(ctx context.Context, c *Client, v vote) {
 			// refused connection) may come from the witness.
 			r.reported++
 		}
-		r.settleHeld(c.nodes)
+		r.settleHeld(c.nodes, c.cfg.strictGuard)
 	}
 }
 

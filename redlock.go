@@ -69,6 +69,17 @@ type Client struct {
 // not checked: it neither makes New fail nor keeps it past the second, and
 // its request ends in the background within the go-redis client's own
 // timeouts. A replica of another node's master is not recognised.
+//
+// With the restart guard on (the default; WithRestartGuard), the same
+// questions check that the Client's credentials let the guard read and
+// write each master's memory marker and read its clock: a plain master's
+// "redlock:memory", on every shard of a *redis.Ring. A master that refuses
+// (an ACL user whose key pattern covers only the lock keys) makes New
+// return an error matching ErrGuardRights that names the master, the right
+// and the remedies. The check creates the marker where it is missing, as
+// the first vote would. A master that cannot answer in time, and a Redis
+// Cluster (whose markers are one per hash tag), are not checked here: their
+// votes fail, with the server's NOPERM error, rather than count unguarded.
 func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 	cfg := defaultConfig()
 	for i, o := range opts {
@@ -84,7 +95,7 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 			return nil, err
 		}
 	}
-	ns, err := newNodes(nodes) // after the options: it may ask the nodes
+	ns, err := newNodes(nodes, cfg.guard > 0) // after the options: it may ask the nodes
 	if err != nil {
 		return nil, err
 	}
@@ -318,11 +329,11 @@ func (c *Client) checkLock(ctx context.Context, key string, ttl time.Duration) (
 // vote is a Redis Cluster, a key whose library keys cannot share its slot.
 func (c *Client) checkKey(key string) error {
 	if ownKey(key) {
-		return fmt.Errorf("%w: key %q is a name the library uses for its own keys (a memory marker or a fence counter)", ErrInvalidArgument, key)
+		return fmt.Errorf("%w: key %q is a name the library uses for its own keys (a memory marker, a fence counter or a wanted key)", ErrInvalidArgument, key)
 	}
 	if c.anyCluster && slotless(key) {
 		return fmt.Errorf("%w: key %q has a '}' but no hash tag, so on a Redis Cluster vote the library's keys for it "+
-			"(memory marker, fence counter) cannot share its slot: give it a hash tag, such as {%s}", ErrInvalidArgument, key, strings.ReplaceAll(key, "}", ""))
+			"(memory marker, fence counter, wanted key) cannot share its slot: give it a hash tag, such as {%s}", ErrInvalidArgument, key, strings.ReplaceAll(key, "}", ""))
 	}
 	return nil
 }

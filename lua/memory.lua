@@ -1,5 +1,6 @@
 -- memory: the master's memory marker, for the restart guard. Prepended to
--- the scripts that vote (acquire, extend, handoff).
+-- the scripts that vote (acquire, extend, handoff, and their multi-key
+-- forms), and run alone by New to check the Client's rights (guard.go).
 --
 -- The marker ("redlock:memory" on a plain master) holds "<born> <ttl>":
 -- when this master's memory began, in milliseconds of its own clock, and the longest TTL any script granted here since, in
@@ -10,27 +11,25 @@
 --
 -- memory(marker, ttl, on, known) records ttl and returns the memory's age,
 -- the longest TTL and when the memory began, in milliseconds; -1 for the age
--- (and 0 for the rest) when the guard is off (on is not '1') or the marker
--- cannot be read (an ACL user without the key or TIME): the Client then
--- cannot tell, and counts the vote as before. known is when the memory the
+-- (and 0 for the rest) when the guard is off (on is not '1'), and then the
+-- marker is neither declared nor touched. known is when the memory the
 -- Client last learned of began ('0': none); when the marker still says so,
 -- the age is -2 and nothing but the marker is read: the Client counts the
 -- age from what it learned (one GET instead of TIME, GET and the clock
 -- arithmetic on every vote).
 --
--- The marker's name comes as an argument, not in KEYS: Redis checks an ACL
--- user's rights to every declared key before the script runs, so a user
--- whose key pattern covers only the lock keys could take no lock at all.
--- Undeclared, a refused access fails only this pcall. (On a Redis Cluster
--- master the marker shares the lock key's hash slot, as it must.)
+-- The marker is declared in KEYS, as every key a script touches must be
+-- (Cluster routing, ACL key checks, servers that enforce the contract). It
+-- fails closed: a marker the script cannot read or write (a key of another
+-- type, a refused TIME or SET) is an error of the whole script, raised
+-- before the script writes anything, so the master's answer is no vote at
+-- all, never a vote the guard cannot judge. (On a Redis Cluster master the
+-- marker shares the lock key's hash slot, as it must.)
 local function memory(marker, ttl, on, known)
   if on ~= '1' then
     return -1, 0, 0
   end
-  local v = redis.pcall('GET', marker)
-  if type(v) == 'table' and v.err then
-    return -1, 0, 0
-  end
+  local v = redis.call('GET', marker)
   ttl = tonumber(ttl)
   local born, longest
   if v then
@@ -44,10 +43,7 @@ local function memory(marker, ttl, on, known)
   if redis.replicate_commands then
     redis.replicate_commands() -- Redis 6: TIME before a write needs it
   end
-  local t = redis.pcall('TIME')
-  if type(t) == 'table' and t.err then
-    return -1, 0, 0
-  end
+  local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   if not born then
     born, longest = now, ttl
@@ -58,10 +54,7 @@ local function memory(marker, ttl, on, known)
     end
     longest = ttl
   end
-  local r = redis.pcall('SET', marker, string.format('%d %d', born, longest))
-  if type(r) == 'table' and r.err then
-    return -1, 0, 0
-  end
+  redis.call('SET', marker, string.format('%d %d', born, longest))
   return now - born, longest, born
 end
 

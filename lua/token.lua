@@ -1,10 +1,47 @@
--- ours: whether v, a lock key's value, is token's. The value is the token,
--- or the token marked with a '~' after it: another client's attempt found
--- the key taken since it was set (acquire.lua), so somebody else waits. A
--- holder's hand-off announces itself only then (handoff.lua). Prepended to
--- every script.
+-- ours: whether v, a lock key's value, is token's. A lock key holds nothing
+-- or exactly its holder's token: no script writes anything else to it.
+-- Prepended to every script.
 local function ours(v, token)
-  return v == token or v == token .. '~'
+  return v == token
+end
+
+-- fingerprint: the name of a lock key's value v without a copy of it: the
+-- first 32 bits of the SHA-1 of its first 64 bytes and its length, as 8 hex
+-- digits; false for a value that is not a string (a key of another type),
+-- or on a Redis without sha1hex.
+local function fingerprint(v)
+  if type(v) ~= 'string' then
+    return false
+  end
+  local ok, h = pcall(redis.sha1hex, string.sub(v, 1, 64) .. ' ' .. #v)
+  if not ok then
+    return false
+  end
+  return string.sub(h, 1, 8)
+end
+
+-- wanted: whether the wanted key w (the lock key's own, declared, in its
+-- slot) says that a waiter of another Client was refused by v since v was
+-- set: it holds v's fingerprint. The lock key itself is never marked.
+-- pcall: a wanted key of another type says nothing.
+local function wanted(w, v)
+  local m = redis.pcall('GET', w)
+  return type(m) == 'string' and m == fingerprint(v)
+end
+
+-- mark: record in the wanted key w that lock key k's value v (another
+-- holder's, or a foreign value) refused a waiter: w holds v's fingerprint
+-- fp, and lives as long as k does (ttl ms when k has no expiry), so it
+-- never outlives the value it names by much. Nothing is written to k.
+local function mark(k, w, fp, ttl)
+  if not fp or redis.pcall('GET', w) == fp then
+    return
+  end
+  local pt = redis.call('PTTL', k)
+  if pt <= 0 then
+    pt = ttl
+  end
+  redis.pcall('SET', w, fp, 'PX', pt)
 end
 
 -- publish: PUBLISH message on channel; on a Redis Cluster master, where the

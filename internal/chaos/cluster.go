@@ -214,9 +214,8 @@ func Bookkeeping(key string) bool {
 	return key == "redlock:memory" || strings.HasSuffix(key, ":redlock-memory") || strings.HasSuffix(key, ":redlock-fence")
 }
 
-// Values returns the token key holds on every node, "" where absent: its
-// value less the mark a failed attempt appends while the key is held
-// (lua/token.lua).
+// Values returns the value key holds on every node, "" where absent: a
+// lock key holds nothing or exactly its holder's token (lua/token.lua).
 func (c *Cluster) Values(t testing.TB, key string) []string {
 	t.Helper()
 	out := make([]string, len(c.Nodes))
@@ -225,7 +224,7 @@ func (c *Cluster) Values(t testing.TB, key string) []string {
 		if err != nil && !errors.Is(err, redis.Nil) {
 			t.Fatalf("chaos: GET on node %d: %v", i, err)
 		}
-		out[i] = strings.TrimSuffix(v, "~")
+		out[i] = v
 	}
 	return out
 }
@@ -245,7 +244,7 @@ func (c *Cluster) PTTLs(t testing.TB, key string) []time.Duration {
 	return out
 }
 
-// Lease reads the token key holds (as Values) and its remaining time to live on the node, in one
+// Lease reads the value key holds (as Values) and its remaining time to live on the node, in one
 // MULTI/EXEC straight to the server (no proxy, so no network fault), within
 // ctx. at is when the reply arrived: the key lives until at most at + ttl
 // (+1 ms for PTTL's rounding). A missing key reads as "" with a negative
@@ -266,7 +265,6 @@ func (n *Node) Lease(ctx context.Context, key string) (value string, ttl time.Du
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return "", 0, at, err
 	}
-	value = strings.TrimSuffix(value, "~")
 	ttl, err = pttl.Result()
 	return value, ttl, at, err
 }

@@ -114,7 +114,11 @@ func (s *Server) runScript(c *conn, sha string, p *lua.FunctionProto, args []str
 	defer L.Close()
 	L.SetGlobal("KEYS", stringsTable(L, args[1:1+n]))
 	L.SetGlobal("ARGV", stringsTable(L, args[1+n:]))
-	L.SetGlobal("redis", s.redisTable(L, &conn{s: s, db: c.db}))
+	declared := make(map[string]bool, n)
+	for _, k := range args[1 : 1+n] {
+		declared[k] = true
+	}
+	L.SetGlobal("redis", s.redisTable(L, &conn{s: s, db: c.db, declared: declared}))
 	L.SetGlobal("pcall", L.NewFunction(luaPcall))
 	protectGlobals(L)
 	L.Push(L.NewFunctionFromProto(p))
@@ -233,7 +237,10 @@ func (s *Server) luaCall(L *lua.LState, pc *conn, raise bool) int {
 	switch {
 	case len(args) == 0:
 		reply = errReply("ERR Please specify at least one argument for this redis lib call")
-	case reply == nil:
+	case reply != nil:
+	case undeclared(pc.declared, args):
+		reply = errReply("ERR script tried accessing undeclared key")
+	default:
 		reply = s.execScript(pc, args)
 	}
 	if e, ok := reply.(errReply); ok {
@@ -247,6 +254,28 @@ func (s *Server) luaCall(L *lua.LState, pc *conn, raise bool) int {
 	}
 	L.Push(replyToLua(reply))
 	return 1
+}
+
+// undeclared reports whether command args touch a key that the script did
+// not declare in KEYS. Redis's scripting contract requires every key to be
+// declared; Redis itself checks it only for Cluster routing and ACLs, while
+// servers such as Dragonfly refuse an undeclared key outright. This server
+// refuses it, as Dragonfly does, so that tests catch a script that breaks
+// the contract.
+func undeclared(declared map[string]bool, args []string) bool {
+	var keys []string
+	switch strings.ToLower(args[0]) {
+	case "del", "exists", "unlink", "mget", "touch":
+		keys = args[1:]
+	case "get", "set", "pexpire", "expire", "pttl", "ttl", "incr", "incrby", "type", "getset", "setnx", "append", "strlen":
+		keys = args[1:min(2, len(args))]
+	}
+	for _, k := range keys {
+		if !declared[k] {
+			return true
+		}
+	}
+	return false
 }
 
 // scriptError is the reply to a script that raised an error, in Redis 7's

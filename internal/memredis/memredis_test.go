@@ -204,8 +204,11 @@ func TestScripts(t *testing.T) {
 
 	expect(t, c, "[1 2 3 -2 a 1 <nil> fine]", "EVAL", "return {1, 2, 3.7, -2.5, 'a', true, false, {ok='fine'}, nil, 9}", 0)
 	expect(t, c, "[v false 7 [k] ok]", "EVAL", `local set = redis.call('SET', KEYS[1], 'x')
-		return {ARGV[1], tostring(redis.call('GET', 'absent')), redis.call('PEXPIRE', KEYS[1], 60000) * 7,
-			redis.call('KEYS', 'k'), set.ok == 'OK' and 'ok' or 'no'}`, 1, "k", "v")
+		return {ARGV[1], tostring(redis.call('GET', KEYS[2])), redis.call('PEXPIRE', KEYS[1], 60000) * 7,
+			redis.call('KEYS', 'k'), set.ok == 'OK' and 'ok' or 'no'}`, 2, "k", "absent", "v")
+	src0 := "return redis.call('GET', 'k')"
+	expect(t, c, "error: ERR script tried accessing undeclared key script: "+sha1hex(src0)+", on @user_script:1.", "EVAL", src0, 0)
+	expect(t, c, "ERR script tried accessing undeclared key", "EVAL", "return redis.pcall('DEL', KEYS[1], 'other').err", 1, "k")
 	expect(t, c, "ERR Wrong number of args calling Redis command from script", "EVAL", "return redis.pcall('GET').err", 0)
 	src := "local x = 1\nreturn redis.call('GET')"
 	expect(t, c, "error: ERR Wrong number of args calling Redis command from script script: "+sha1hex(src)+", on @user_script:2.", "EVAL", src, 0)
@@ -310,7 +313,7 @@ func TestSetErrorAndCommandCount(t *testing.T) {
 	expect(t, c, "PONG", "PING") // the handshake is done
 	before := s.CommandCount()
 	expect(t, c, "nil", "GET", "k")
-	expect(t, c, "0", "EVAL", "redis.call('GET', 'k') return 0", 0)
+	expect(t, c, "0", "EVAL", "redis.call('GET', KEYS[1]) return 0", 1, "k")
 	if n := s.CommandCount() - before; n != 2 {
 		t.Fatalf("counted %d commands, want 2: GET and EVAL, not the script's GET", n)
 	}
@@ -438,6 +441,14 @@ func libraryScripts(t *testing.T) map[string]*redis.Script {
 	return scripts
 }
 
+// guardOn reports whether a library script's arguments turn the restart
+// guard on (lua/*.lua: ARGV[5] of acquire, ARGV[3] of extend, ARGV[6] of
+// handoff is '1'), so that it declares the marker.
+func guardOn(name string, args []any) bool {
+	i := map[string]int{"acquire": 4, "extend": 2, "handoff": 5}[name]
+	return i > 0 && len(args) > i && fmt.Sprint(args[i]) == "1"
+}
+
 // differentialCommands are conversion and error cases whose replies
 // memredis must give exactly as Redis does.
 var differentialCommands = [][]any{
@@ -450,7 +461,7 @@ var differentialCommands = [][]any{
 	{"EVAL", "return redis.call()", 0},
 	{"EVAL", "return redis.call({})", 0},
 	{"EVAL", "return redis.error_reply('My Error')", 0},
-	{"EVAL", "return {redis.call('GET', 'absent'), 1, redis.call('PTTL', 'absent')}", 0},
+	{"EVAL", "return {redis.call('GET', KEYS[1]), 1, redis.call('PTTL', KEYS[1])}", 1, "absent"},
 	{"EVAL", "return redis.call('SUBSCRIBE', 'x')", 0},
 	{"EVAL", "return 1", -1},
 	{"EVAL", "return nosuch()", 0},
@@ -466,7 +477,7 @@ var differentialCommands = [][]any{
 	{"SET", "s", "v", "NX", "GET"},
 	{"SET", "s", "w", "XX", "GET", "EX", 100},
 	{"TTL", "s"},
-	{"SET", "s", "w~", "KEEPTTL"},
+	{"SET", "s", "w2", "KEEPTTL"},
 	{"TTL", "s"},
 	{"GET", "s"},
 	{"SET", "s", "w", "KEEPTTL", "PX", 10},
@@ -491,8 +502,18 @@ func librarySequence(t *testing.T, addr string) []string {
 	}
 	scripts := libraryScripts(t)
 	var out []string
+	// run runs a script about lock key key: its declared keys are key and
+	// its wanted key, and, with the guard on (the arguments name it), the
+	// marker.
 	run := func(name, key string, args ...any) {
-		v, err := scripts[name].Run(bg, c, []string{key}, args...).Result()
+		keys := []string{key, key + ":redlock-wanted"}
+		if guardOn(name, args) {
+			keys = append(keys, "redlock:memory")
+		}
+		if name == "release" {
+			keys = keys[:2]
+		}
+		v, err := scripts[name].Run(bg, c, keys, args...).Result()
 		out = append(out, fmt.Sprintf("%s %s %v: %v %v", name, key, args, v, err))
 	}
 	ttlAbove := func(key string, ms int64) {
@@ -501,14 +522,16 @@ func librarySequence(t *testing.T, addr string) []string {
 	}
 	run("acquire", "k", "A", 10000, "", "")
 	run("acquire", "k", "B", 10000, "notice", "taken-b")
-	out = append(out, "marked as wanted: "+do(c, "GET", "k"))
+	out = append(out, "the holder's value: "+do(c, "GET", "k"), "marked as wanted: "+do(c, "GET", "k:redlock-wanted"))
 	ttlAbove("k", 9000)
+	ttlAbove("k:redlock-wanted", 9000)
 	run("acquire", "k", "B", 10000, "notice", "taken-b")
-	out = append(out, "marked once: "+do(c, "GET", "k"))
+	out = append(out, "marked once: "+do(c, "GET", "k:redlock-wanted"))
 	run("acquire", "k", "A", 10000, "notice", "resent-a")
 	run("acquire", "k2", "A", 5000, "notice", "taken-k2")
 	run("extend", "k", "A", 20000)
 	ttlAbove("k", 10000)
+	ttlAbove("k:redlock-wanted", 10000)
 	run("extend", "k", "A", 5000)
 	ttlAbove("k", 10000)
 	run("extend", "k", "B", 50000)
@@ -527,19 +550,19 @@ func librarySequence(t *testing.T, addr string) []string {
 	// (a real one holds the server's clock, which differs between the two
 	// runs), that the Client says it knows: the one-integer replies.
 	out = append(out, "set marker: "+do(c, "SET", "redlock:memory", "1000 60000"))
-	run("acquire", "g", "A", 10000, "", "", "1", "redlock:memory", "1000")
-	run("acquire", "g", "B", 10000, "notice", "no", "1", "redlock:memory", "1000")
-	run("extend", "g", "A", 20000, "1", "redlock:memory", "0", "1000")
-	run("extend", "g", "B", 20000, "1", "redlock:memory", "0", "1000")
-	run("handoff", "g", "A", "F", 30000, "", "", "1", "redlock:memory", "1000")
+	run("acquire", "g", "A", 10000, "", "", "1", "1000")
+	run("acquire", "g", "B", 10000, "notice", "no", "1", "1000")
+	run("extend", "g", "A", 20000, "1", "0", "1000")
+	run("extend", "g", "B", 20000, "1", "0", "1000")
+	run("handoff", "g", "A", "F", 30000, "", "", "1", "1000")
 	run("release", "g", "F", "", "")
 	// A trusted hand-off of a key nobody else wanted: no marker read, no
 	// notice; of a wanted one: the notice.
 	out = append(out, "set marker: "+do(c, "SET", "redlock:memory", "1000 60000"))
-	run("acquire", "q", "A", 10000, "", "", "1", "redlock:memory", "1000")
-	run("handoff", "q", "A", "G", 10000, "notice", "quiet-g", "1", "redlock:memory", "1000", "1")
-	run("acquire", "q", "B", 10000, "", "", "1", "redlock:memory", "1000")
-	run("handoff", "q", "G", "H", 10000, "notice", "wanted-h", "1", "redlock:memory", "1000", "1")
+	run("acquire", "q", "A", 10000, "", "", "1", "1000")
+	run("handoff", "q", "A", "G", 10000, "notice", "quiet-g", "1", "1000", "1")
+	run("acquire", "q", "B", 10000, "", "", "1", "1000")
+	run("handoff", "q", "G", "H", 10000, "notice", "wanted-h", "1", "1000", "1")
 	fence, err := scripts["fence"].Run(bg, c, []string{"q", "q:redlock-fence"}, "H", "").Text()
 	out = append(out, fmt.Sprintf("fence for the holder of a wanted key: %v %v", len(fence) > 10, err))
 	run("release", "q", "H", "", "")

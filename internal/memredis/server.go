@@ -215,6 +215,8 @@ type conn struct {
 	name string
 	subs map[string]bool // subscribed channels; guarded by s.mu
 
+	declared map[string]bool // a script's pseudo-client: the keys it declared (KEYS)
+
 	outMu sync.Mutex
 	out   []byte        // replies not yet written
 	wake  chan struct{} // signals writeLoop that out has grown
