@@ -18,11 +18,13 @@ import (
 // channel rights (acl-pubsub-default resetchannels): the acquire script's
 // PUBLISH failed after its SET ran, so no lock was ever obtained.
 
-// The minimal rights, as the README states them: the lock keys, the two
-// script commands, and every command the scripts call; with notices, also
-// their channels, PUBLISH (from the scripts) and the subscription commands.
+// The minimal rights, as the README states them: the lock keys (with their
+// wanted keys and fence counters, lk:…:redlock-…), the restart guard's
+// marker, the two script commands, and every command the scripts call; with
+// notices, also their channels, PUBLISH (from the scripts) and the
+// subscription commands.
 var (
-	aclWithoutNotices = []string{"~lk:*", "+evalsha", "+eval", "+set", "+get", "+del", "+pexpire", "+pttl"}
+	aclWithoutNotices = []string{"~lk:*", "~redlock:memory", "+evalsha", "+eval", "+set", "+get", "+del", "+pexpire", "+pttl", "+time"}
 	aclWithNotices    = append(append([]string(nil), aclWithoutNotices...),
 		"&redlock:notices:*", "+publish", "+subscribe", "+unsubscribe", "+ping")
 )

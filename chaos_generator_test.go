@@ -180,6 +180,7 @@ const (
 	pFence    = "8 fences out of order"
 	pOutcome  = "an outcome the API does not document"
 	pEvents   = "9 observer events that contradict the calls"
+	pValue    = "10 a lock key holds what no lock put there"
 )
 
 // A genSlot is where workers find a Client; Close replaces it.
@@ -257,6 +258,8 @@ func generate(s *scenario) {
 	probeCtx, stopProbe := context.WithCancel(bg)
 	probed := make(chan struct{})
 	go func() { defer close(probed); g.prober(probeCtx) }()
+	sampled := make(chan struct{})
+	go func() { defer close(sampled); g.sampleValues(probeCtx) }()
 
 	var workers sync.WaitGroup
 	for w := range genWorkers {
@@ -267,6 +270,7 @@ func generate(s *scenario) {
 	ran := time.Since(began)
 	stopProbe()
 	<-probed
+	<-sampled
 	stopSched()
 	if err := <-schedErr; err != nil {
 		s.t.Error(err)

@@ -263,6 +263,53 @@ func (g *generator) control(wg *sync.WaitGroup) func() []int {
 	}
 }
 
+// sampleValues checks property 10 now and then, and once more at the end:
+// every lock key on every master that answers holds a lock's token (a
+// UUID in canonical form, as Lock.Token gives it) and nothing else: no
+// mark, no suffix, no other Client's write. The library's own keys (fence
+// counters, wanted keys) are not lock keys.
+func (g *generator) sampleValues(ctx context.Context) {
+	rng := rand.New(rand.NewPCG(g.s.seed, 101))
+	for {
+		select {
+		case <-ctx.Done():
+			g.checkValues()
+			return
+		case <-time.After(time.Duration(rng.Int64N(int64(scaled(100 * time.Millisecond))))):
+		}
+		g.checkValues()
+	}
+}
+
+// checkValues reads every lock key on every master once (a master that
+// does not answer within a node's deadline is skipped).
+func (g *generator) checkValues() {
+	for i, n := range g.s.cl.Nodes {
+		ctx, cancel := context.WithTimeout(bg, chaosNodeD)
+		keys, _ := n.Admin.Keys(ctx, "chaos:gen:*").Result() // none from a paused or down master
+		for _, k := range keys {
+			if libraryKey(k) {
+				continue
+			}
+			v, err := n.Admin.Get(ctx, k).Result()
+			if err != nil {
+				continue // expired since KEYS, or the master stopped answering
+			}
+			g.tally.Add("value samples", "read")
+			if checkToken(v) != nil {
+				g.violation(pValue, k, "master %d: %q holds %q, not a lock's token", i, k, v)
+			}
+		}
+		cancel()
+	}
+}
+
+// libraryKey reports whether k is one of the library's own keys beside a
+// lock key: a fence counter or a wanted key.
+func libraryKey(k string) bool {
+	return strings.HasSuffix(k, fenceSuffix) || strings.HasSuffix(k, wantedSuffix)
+}
+
 // checkExpiry checks property 3: with every Client closed, no lock key
 // lives longer than the largest TTL, and after that long none is left.
 // Fence counters (key + fenceSuffix) are no lock keys: they never expire.

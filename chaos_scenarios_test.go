@@ -566,15 +566,23 @@ var scenarios = []struct {
 		s.acquired("A", l).Releasing()
 		_ = l.Unlock(bg)
 		settle(c)
-		// The price of safety: with a master down, a young vote cannot be
-		// told from one that lost its data (the missing master may be the
-		// one that remembers), so locks wait until the markers are older
-		// than the guard.
+		// A minority down changes nothing (guard.go, G2): the young
+		// masters that answer are a majority, and none remembers further
+		// back. The strict guard (G3) cannot tell, and says so.
 		s.cl.Nodes[4].Server.Kill()
 		s.note("node 4 killed")
-		if _, err := c.TryLock(bg, s.key, chaosTTL); !errors.Is(err, ErrNodeQuarantined) {
-			s.t.Fatalf("TryLock on a fresh deployment with a master down: %v, want ErrNodeQuarantined", err)
+		l, err = c.TryLock(bg, s.key, chaosTTL)
+		if err != nil {
+			s.t.Fatalf("TryLock on a fresh deployment with a master down: %v", err)
 		}
+		s.acquired("B", l).Releasing()
+		_ = l.Unlock(bg)
+		settle(c)
+		strict := s.client(WithStrictRestartGuard())
+		if _, err := strict.TryLock(bg, s.key, chaosTTL); !errors.Is(err, ErrNodeQuarantined) {
+			s.t.Fatalf("strict guard: TryLock on a fresh deployment with a master down: %v, want ErrNodeQuarantined", err)
+		}
+		settle(strict)
 		s.assertSafe()
 	}},
 

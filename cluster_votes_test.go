@@ -262,7 +262,7 @@ func handOffNoticeHeard(t *testing.T, nodes []redis.UniversalClient, key string)
 			t.Fatalf("vote %d: SUBSCRIBE: %v", i, err)
 		}
 		// What another Client's failed attempt does (acquire.lua).
-		if err := n.SetArgs(bg, key, l.Token()+"~", redis.SetArgs{KeepTTL: true}).Err(); err != nil {
+		if err := n.Set(bg, wantedKey(key, true), fingerprintOf(l.Token()), time.Minute).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}

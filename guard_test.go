@@ -3,6 +3,8 @@ package redlock
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -47,34 +49,53 @@ func TestRestartedMasterIsQuarantined(t *testing.T) {
 // yes may come first (the next answer's recheck then holds it back) or last,
 // completing a majority on the spot. Replies come in whatever order the
 // masters give, so the test above meets the second case only by chance; here
-// the round counts the votes in that order itself.
+// the round counts the votes in that order itself. With a witness (an older
+// master among the first answers) the young yes is quarantined (G1); with
+// none, the three young reports are a majority, and it counts (G2), unless
+// the guard is strict (G3).
 func TestAYoungYesThatWouldCompleteTheMajorityIsHeldBack(t *testing.T) {
 	m := newMinis(t, 5, nil)
-	c := m.client()
 	old := memory{reported: true, age: time.Hour, longest: time.Minute, born: 1}
 	young := memory{reported: true, age: time.Second, longest: time.Minute, born: 2}
-	for _, witness := range []bool{true, false} {
+	for _, tc := range []struct {
+		witness, strict, youngFirst, counted bool
+	}{
+		{witness: true, strict: false, counted: false},
+		{witness: true, strict: true, counted: false},
+		{witness: true, youngFirst: true, counted: false},
+		{witness: false, strict: false, counted: true},
+		{witness: false, strict: true, counted: false},
+	} {
+		var opts []Option
+		if tc.strict {
+			opts = append(opts, WithStrictRestartGuard())
+		}
+		c := m.client(opts...)
 		r := &round{op: "lock", key: "k", quorum: 3, start: time.Now(), guardTTL: time.Minute, nodes: 5, mems: make([]memory, 5)}
 		first := young // masters 3 and 4: in a fresh deployment as young as master 0
-		if witness {
+		if tc.witness {
 			first = old
 		}
-		for _, v := range []vote{
+		votes := []vote{
 			{node: 3, ballot: ballot{yes: true, mem: first}, at: time.Now()},
 			{node: 4, ballot: ballot{yes: true, mem: first}, at: time.Now()},
 			{node: 0, ballot: ballot{yes: true, mem: young}, at: time.Now()}, // the third yes, last
-		} {
+		}
+		if tc.youngFirst { // the young yes before its witnesses: held until they answer
+			votes = append(votes[2:], votes[:2]...)
+		}
+		for _, v := range votes {
 			r.count(bg, c, v)
 		}
-		if r.decidedBy(5) && r.yes >= r.quorum {
-			t.Fatalf("witness %v: the young master's yes completed the majority at once (yes=%d)", witness, r.yes)
+		if counted := r.decidedBy(5) && r.yes >= r.quorum; counted != tc.counted {
+			t.Errorf("%+v: the young master's yes completed the majority: %v (yes=%d)", tc, counted, r.yes)
 		}
 		var quarantined bool
 		for _, f := range r.failed {
 			quarantined = quarantined || (f.Node == 0 && errors.Is(f.Err, ErrNodeQuarantined))
 		}
-		if witness != quarantined {
-			t.Fatalf("witness %v: master 0 quarantined %v, failures %v", witness, quarantined, r.failed)
+		if tc.witness != quarantined {
+			t.Errorf("%+v: master 0 quarantined %v, failures %v", tc, quarantined, r.failed)
 		}
 	}
 }
@@ -138,6 +159,86 @@ func TestFreshDeploymentDoesNotStall(t *testing.T) {
 		if err := l.Unlock(bg); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// freshMinis returns n in-process masters of a fresh deployment: none has
+// a memory marker yet, so every one is younger than the guard.
+func freshMinis(t *testing.T, n int) *minis {
+	m := newMinis(t, n, nil)
+	for _, s := range m.servers {
+		s.FlushAll()
+	}
+	return m
+}
+
+// A fresh deployment with a minority of its masters down or hung takes a
+// lock at once (G2): the young masters that answer are a majority, and none
+// remembers further back. Here the lock lives on exactly three masters
+// (master 3 holds the key for another token), and Extend keeps it. The
+// strict guard (G3) is the control: it cannot tell, and says so.
+func TestFreshDeploymentWithAMinorityDownTakesALock(t *testing.T) {
+	for _, down := range []string{"hung", "down"} {
+		for _, strict := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/strict=%v", down, strict), func(t *testing.T) {
+				m := freshMinis(t, 5)
+				m.take(3, "k", "other", time.Hour)
+				var opts []Option
+				if strict {
+					opts = append(opts, WithStrictRestartGuard())
+				}
+				c := m.client(append(opts, WithNodeTimeout(scaled(50*time.Millisecond)))...)
+				if down == "hung" {
+					m.block(4)
+				} else {
+					m.servers[4].Close()
+				}
+				l, err := c.TryLock(bg, "k", time.Minute)
+				if strict {
+					if err == nil || !errors.Is(err, ErrNodeQuarantined) || !strings.Contains(err.Error(), "cannot tell") {
+						t.Fatalf("strict guard, fresh deployment, master 4 %s: TryLock = %v; want the young votes held, saying it cannot tell", down, err)
+					}
+					return
+				}
+				if err != nil {
+					t.Fatalf("fresh deployment, master 4 %s: TryLock = %v; want the lock", down, err)
+				}
+				if err := l.Extend(bg, 2*time.Minute); err != nil {
+					t.Fatalf("Extend of a lock held on exactly three young masters: %v", err)
+				}
+				if err := l.Unlock(bg); err != nil {
+					t.Fatalf("Unlock: %v", err)
+				}
+			})
+		}
+	}
+}
+
+// A master that lost its data after a fresh deployment's first lock is
+// refused while younger than the guard, though every master is: the masters
+// that kept their data remember further back (G1). Here the holder's other
+// masters are hung, and the young master would complete a second majority.
+func TestAMinorityLossInAFreshDeploymentIsRefused(t *testing.T) {
+	m := freshMinis(t, 5)
+	m.take(3, "k", "other", time.Minute)
+	m.take(4, "k", "other", time.Minute)
+	a := mustLock(t, m.client(), "k", time.Minute) // on masters 0, 1 and 2, all young
+	for _, i := range []int{3, 4} {
+		if err := m.clients[i].Del(bg, "k").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m.fastForward(3 * memorySlack)
+	m.servers[0].FlushAll() // a restart without persistence, 3 s into the deployment
+	m.block(1)
+	m.block(2)
+	b := m.client(WithNodeTimeout(scaled(50 * time.Millisecond)))
+	l, err := b.TryLock(bg, "k", time.Minute)
+	if err == nil {
+		t.Fatalf("B got the lock (until %v) while A holds it until %v: %q", l.Until(), a.Until(), m.values("k"))
+	}
+	if !errors.Is(err, ErrNodeQuarantined) || !strings.Contains(err.Error(), "remembers further back") {
+		t.Fatalf("TryLock = %v, want master 0 quarantined by a witness", err)
 	}
 }
 

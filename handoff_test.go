@@ -6,6 +6,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -88,16 +89,16 @@ func serverCalls(t *testing.T, r *realNodes) map[string]int64 {
 	return sum
 }
 
-// TestHandOffNobodyElseWantsCostsThreeCommandsPerMaster: passing a lock to
+// TestHandOffNobodyElseWantsCostsFourCommandsPerMaster: passing a lock to
 // the Client's next waiter, when no other Client asked for the key, runs
-// EVALSHA, GET and SET on each master: no read of the memory marker (the
-// master has held our key since our own round) and no PUBLISH (nobody else
-// listens).
-func TestHandOffNobodyElseWantsCostsThreeCommandsPerMaster(t *testing.T) {
+// EVALSHA, a GET of the key and of its wanted key, and SET on each master:
+// no read of the memory marker (the master has held our key since our own
+// round) and no PUBLISH (nobody else listens: the wanted key is absent).
+func TestHandOffNobodyElseWantsCostsFourCommandsPerMaster(t *testing.T) {
 	r := startReal(t, 5)
 	c := r.client()
 	calls := handOffOnce(t, r, c, "k", time.Minute, time.Minute, nil)
-	want := map[string]int64{"evalsha": 5, "get": 5, "set": 5}
+	want := map[string]int64{"evalsha": 5, "get": 10, "set": 5}
 	if fmt.Sprint(calls) != fmt.Sprint(want) {
 		t.Fatalf("the hand-off ran %v on the masters, want %v", calls, want)
 	}
@@ -134,8 +135,8 @@ func TestHandOffAfterAnExtendToAShorterTTLRecordsIt(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	if calls["get"] != 10 {
-		t.Fatalf("the hand-off ran %v: want the marker read on every master (10 GETs)", calls)
+	if calls["get"] != 15 {
+		t.Fatalf("the hand-off ran %v: want the marker read on every master (15 GETs: the key, its wanted key, the marker)", calls)
 	}
 }
 
@@ -164,11 +165,12 @@ func TestHandOffIsAnnouncedOnceAnotherClientWaits(t *testing.T) {
 	}
 }
 
-// marked returns the nodes where key's value carries the wanted mark.
+// marked returns the nodes where key's wanted key names its value.
 func (r *realNodes) marked(key string) []int {
 	var out []int
 	for i, a := range r.admin {
-		if v, _ := a.Get(bg, key).Result(); strings.HasSuffix(v, "~") {
+		v, _ := a.Get(bg, key).Result()
+		if w, _ := a.Get(bg, key+wantedSuffix).Result(); isMarked(v, w) {
 			out = append(out, i)
 		}
 	}
@@ -185,7 +187,8 @@ func TestAWantedKeyIsStillTheHolders(t *testing.T) {
 	wanted := func() int {
 		n := 0
 		for _, s := range m.servers {
-			if v, _ := s.Get("k"); v == l.Token()+"~" {
+			v, _ := s.Get("k")
+			if w, _ := s.Get("k" + wantedSuffix); v == l.Token() && isMarked(v, w) {
 				n++
 			}
 		}
@@ -221,5 +224,33 @@ func TestAWantedKeyIsStillTheHolders(t *testing.T) {
 	settle(c)
 	if n := m.count("k", ""); n != len(m.servers) {
 		t.Fatalf("Unlock of a wanted key left it on %d masters: %q", len(m.servers)-n, m.values("k"))
+	}
+}
+
+// A refused multi-key attempt never writes to a key another token holds: the
+// holder's value and expiry stay as they were on every master, and only the
+// key's wanted key records the refusal (lua/acquire_multi.lua).
+func TestAFailedMultiAttemptLeavesTheHoldersKeysAsTheyWere(t *testing.T) {
+	m := newMinis(t, 5, nil)
+	c, other := m.client(), m.client()
+	l := mustLock(t, c, "k2", time.Minute)
+	if _, err := other.TryLockMulti(bg, []string{"k1", "k2"}, 10*time.Minute); !errors.Is(err, ErrNotObtained) {
+		t.Fatalf("TryLockMulti over a held key = %v, want ErrNotObtained", err)
+	}
+	settle(other)
+	for i, s := range m.servers {
+		v, _ := s.Get("k2")
+		if v != l.Token() {
+			t.Fatalf("master %d: k2 = %q, want the holder's token", i, v)
+		}
+		if ttl := s.TTL("k2"); ttl > time.Minute || ttl <= 0 {
+			t.Fatalf("master %d: k2's TTL is %v after another's refused attempt, want the holder's minute at most", i, ttl)
+		}
+		if w, _ := s.Get("k2" + wantedSuffix); !isMarked(v, w) {
+			t.Fatalf("master %d: k2's wanted key %q does not name the holder's value", i, w)
+		}
+		if s.Exists("k1") {
+			t.Fatalf("master %d: the refused attempt left k1", i)
+		}
 	}
 }

@@ -6,11 +6,12 @@ package redlock
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -92,20 +93,27 @@ func (m *minis) values(key string) []string {
 	for i, s := range m.servers {
 		if s.Exists(key) {
 			v, _ := s.Get(key)
-			vs[i] = holderOf(v)
+			vs[i] = v
 		}
 	}
 	return vs
 }
 
-// holderOf is the token a lock key's value names: the value less the mark
-// another's failed attempt appends (lua/token.lua).
-func holderOf(v string) string { return strings.TrimSuffix(v, "~") }
+// fingerprintOf is lua/token.lua's fingerprint of a lock key's value v:
+// what its wanted key holds once another Client's waiter was refused by v.
+func fingerprintOf(v string) string {
+	h := sha1.Sum([]byte(v[:min(len(v), 64)] + " " + strconv.Itoa(len(v))))
+	return hex.EncodeToString(h[:])[:8]
+}
+
+// isMarked reports whether a master's wanted key w names its lock key's
+// value v (lua/token.lua's wanted): both as GET returned them, "" absent.
+func isMarked(v, w string) bool { return v != "" && w == fingerprintOf(v) }
 
 // A keyspace is a set of masters a test can look into and write to
 // directly, bypassing the Client: memredis servers or real ones.
 type keyspace interface {
-	values(key string) []string // the token key holds on every node (holderOf its value), "" where absent
+	values(key string) []string // the token key holds on every node, "" where absent
 	take(i int, key, token string, ttl time.Duration)
 }
 
@@ -315,7 +323,7 @@ func (r *realNodes) values(key string) []string {
 		if err != nil && !errors.Is(err, redis.Nil) {
 			r.t.Fatalf("GET on node %d: %v", i, err)
 		}
-		vs[i] = holderOf(v)
+		vs[i] = v
 	}
 	return vs
 }

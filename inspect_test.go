@@ -47,8 +47,8 @@ func TestInspectReportsHoldersAndTTLs(t *testing.T) {
 		t.Fatalf("Held = %v, %v; want true", held, err)
 	}
 
-	// A waiter of another Client marks the key as wanted ('~'): still the
-	// holder's.
+	// A waiter of another Client marks the key as wanted (its wanted key):
+	// still the holder's.
 	other := r.client()
 	if _, err := other.TryLock(bg, "k", 10*time.Second); !errors.Is(err, ErrNotObtained) {
 		t.Fatalf("TryLock of a held key = %v", err)
@@ -161,7 +161,7 @@ func TestInspectWithoutAMajority(t *testing.T) {
 // wrong answer.
 func TestInspectByAnACLUserWithoutTheKey(t *testing.T) {
 	r := startReal(t, 3)
-	c, err := New(r.aclClients("narrow", "~other:*", "+@all"))
+	c, err := New(r.aclClients("narrow", "~other:*", "~redlock:memory", "+@all"))
 	if err != nil {
 		t.Fatal(err)
 	}
