@@ -50,6 +50,71 @@ type mutant struct {
 }
 
 var mutants = []mutant{
+	// Issue 37: on the server, touch only what is ours; declare every key;
+	// never switch the guard off in silence; a fresh deployment's rule.
+	{
+		name:    "failed-attempt-writes-the-holders-key",
+		file:    "lua/acquire.lua",
+		from:    "mark(KEYS[1], KEYS[2], fp, ARGV[2])\n",
+		to:      "redis.pcall('SET', KEYS[1], cur .. '~', 'KEEPTTL')\n",
+		killers: "TestAWantedKeyIsStillTheHolders",
+	},
+	{
+		name:    "failed-multi-attempt-writes-the-holders-key",
+		file:    "lua/acquire_multi.lua",
+		from:    "    mark(KEYS[i], KEYS[n + i], fingerprint(cur), ARGV[2])\n",
+		to:      "    redis.pcall('PEXPIRE', KEYS[i], 3600000)\n",
+		killers: "TestAFailedMultiAttemptLeavesTheHoldersKeysAsTheyWere",
+	},
+	{
+		name:    "a-script-touches-an-undeclared-key",
+		file:    "lua/acquire.lua",
+		from:    "mark(KEYS[1], KEYS[2], fp, ARGV[2])\n",
+		to:      "mark(KEYS[1], KEYS[1] .. ':redlock-wanted', fp, ARGV[2])\n",
+		killers: "TestAWantedKeyIsStillTheHolders",
+	},
+	{
+		name:    "a-marker-read-fails-open",
+		file:    "lua/memory.lua",
+		from:    "  local t = redis.call('TIME')\n",
+		to:      "  local t = redis.pcall('TIME')\n  if t.err then\n    return -1, 0, 0\n  end\n",
+		killers: "TestAVoteWhoseMarkerIsRefusedIsNoVote",
+	},
+	{
+		name:    "a-wrong-type-marker-fails-open",
+		file:    "lua/memory.lua",
+		from:    "  local v = redis.call('GET', marker)\n",
+		to:      "  local v = redis.pcall('GET', marker)\n  if type(v) == 'table' and v.err then\n    return -1, 0, 0\n  end\n",
+		killers: "TestAVoteWhoseMarkerIsRefusedIsNoVote",
+	},
+	{
+		name:    "new-skips-the-guards-rights",
+		file:    "identity.go",
+		from:    "			if guard {\n",
+		to:      "			if false {\n",
+		killers: "TestNewRefusesAGuardWithoutItsMarker",
+	},
+	{
+		name:    "fresh-deployment-rule-reversed",
+		file:    "guard.go",
+		from:    "	enough := r.quorum // G2\n",
+		to:      "	enough := len(nodes) // G2\n",
+		killers: "TestFreshDeploymentWithAMinorityDownTakesALock|TestAYoungYesThatWouldCompleteTheMajorityIsHeldBack",
+	},
+	{
+		name:    "guard-counts-young-votes-before-a-majority-reported",
+		file:    "guard.go",
+		from:    "		case r.reported >= enough:\n",
+		to:      "		case r.reported >= 1:\n",
+		killers: "TestAYoungYesThatWouldCompleteTheMajorityIsHeldBack",
+	},
+	{
+		name:    "strict-guard-is-the-default-rule",
+		file:    "guard.go",
+		from:    "		enough = len(nodes) // G3\n",
+		to:      "",
+		killers: "TestSlowWitnessesStillKeepTheYoungOut|TestAYoungYesThatWouldCompleteTheMajorityIsHeldBack",
+	},
 	{
 		name:    "quorum-first-extend-never-takes-the-reserves",
 		file:    "extend.go",
@@ -151,7 +216,7 @@ var mutants = []mutant{
 	{
 		name:    "extend-shortens-the-key",
 		file:    "lua/extend.lua",
-		from:    "  if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then\n    redis.call('PEXPIRE', KEYS[1], ARGV[2])\n  end",
+		from:    "  if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then\n    redis.call('PEXPIRE', KEYS[1], ARGV[2])\n    if wanted(KEYS[2], cur) then\n      redis.call('PEXPIRE', KEYS[2], ARGV[2])\n    end\n  end",
 		to:      "  redis.call('PEXPIRE', KEYS[1], ARGV[2])",
 		killers: "TestExtendNeverShortensTheKeys|TestFailedExtendToAShorterTTLLeavesUntilTrue|TestConcurrentExtendsNeverLeaveUntilPastTheKeys",
 	},
@@ -263,7 +328,7 @@ var mutants = []mutant{
 	{
 		name:    "repair-brings-back-a-deleted-key",
 		file:    "lua/extend.lua",
-		from:    " and tonumber(ARGV[5]) ~= born then",
+		from:    " and tonumber(ARGV[4]) ~= born then",
 		to:      " then",
 		killers: "TestLateExtendNeverRepairsAKeyUnlockDeleted",
 	},
@@ -286,12 +351,12 @@ var mutants = []mutant{
 		file:    "handoff.go",
 		from:    "	return nttl <= l.shortest\n",
 		to:      "	return false\n",
-		killers: "TestHandOffNobodyElseWantsCostsThreeCommandsPerMaster",
+		killers: "TestHandOffNobodyElseWantsCostsFourCommandsPerMaster",
 	},
 	{
 		name:    "failed-attempt-leaves-no-mark",
 		file:    "lua/acquire.lua",
-		from:    "  redis.pcall('SET', KEYS[1], cur .. '~', 'KEEPTTL')\n",
+		from:    "mark(KEYS[1], KEYS[2], fp, ARGV[2])\n",
 		to:      "",
 		killers: "TestHandOffIsAnnouncedOnceAnotherClientWaits",
 	},
@@ -375,7 +440,7 @@ var mutants = []mutant{
 	{
 		name:    "acquire-refusal-names-one-holder-for-all",
 		file:    "lua/acquire.lua",
-		from:    "holder = tonumber(string.sub(h, 1, 8), 16)",
+		from:    "  holder = tonumber(fp, 16)",
 		to:      "holder = 1",
 		killers: "TestRefusalsForDifferentHoldersKeepTheBackoff/three_tokens",
 	},
@@ -564,7 +629,7 @@ var mutants = []mutant{
 	{
 		name:    "inspect-counts-any-value-as-the-token",
 		file:    "inspect.go",
-		from:    "if v == token || v == token+\"~\" { // lua/token.lua's ours",
+		from:    "if v == token { // lua/token.lua's ours",
 		to:      "if v != \"\" {",
 		killers: "TestInspectReportsHoldersAndTTLs",
 	},
@@ -809,14 +874,14 @@ var mutants = []mutant{
 	{
 		name:    "quiet-release-always-announced",
 		file:    "lua/release.lua",
-		from:    "(ARGV[4] ~= '1' or cur ~= ARGV[1])",
+		from:    "(ARGV[4] ~= '1' or wanted(KEYS[2], cur))",
 		to:      "true",
 		killers: "TestAnUncontendedLockPublishesNothing",
 	},
 	{
 		name:    "quiet-release-ignores-the-mark",
 		file:    "lua/release.lua",
-		from:    "(ARGV[4] ~= '1' or cur ~= ARGV[1])",
+		from:    "(ARGV[4] ~= '1' or wanted(KEYS[2], cur))",
 		to:      "ARGV[4] ~= '1'",
 		killers: "TestAQuietHoldersReleaseWakesAnotherClientsWaiter",
 	},
