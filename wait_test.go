@@ -526,6 +526,45 @@ func TestAnUncontendedLockPublishesNothing(t *testing.T) {
 	}
 }
 
+// A wanted key names the value that refused a waiter, not the key: once
+// that value is gone, the next holder's quiet release announces nothing,
+// though the wanted key outlives the value it named (it expires with the
+// lock it was set for).
+func TestAStaleWantedKeyAnnouncesNothing(t *testing.T) {
+	r := startReal(t, 5)
+	c := r.client()
+	l, err := c.TryLock(bg, "lk:stale", time.Minute)
+	if err != nil {
+		t.Fatalf("TryLock: %v", err)
+	}
+	for i, a := range r.admin { // what another Client's refused attempt records
+		if err := a.Set(bg, "lk:stale"+wantedSuffix, fingerprintOf(l.Token()), time.Minute).Err(); err != nil {
+			t.Fatalf("node %d: %v", i, err)
+		}
+	}
+	if err := l.Unlock(bg); err != nil {
+		t.Fatalf("Unlock: %v", err)
+	}
+	settle(c)
+	before := make([]int64, len(r.admin))
+	for i, a := range r.admin {
+		before[i] = commandCalls(t, a, "publish", "spublish")
+	}
+	next, err := c.TryLock(bg, "lk:stale", time.Minute)
+	if err != nil {
+		t.Fatalf("TryLock: %v", err)
+	}
+	if err := next.Unlock(bg); err != nil {
+		t.Fatalf("Unlock: %v", err)
+	}
+	settle(c)
+	for i, a := range r.admin {
+		if n := commandCalls(t, a, "publish", "spublish") - before[i]; n != 0 {
+			t.Errorf("node %d ran %d PUBLISH calls for a lock nobody wanted, under a stale wanted key", i, n)
+		}
+	}
+}
+
 // The release of a key taken without a notice still wakes a waiter of
 // another Client: its failed attempt marked the key, and the release of a
 // marked key is announced.
