@@ -11,6 +11,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-go/redlock/internal/core"
 )
 
 // attempt is one acquisition round (Redlock spec, steps 1–4).
@@ -144,20 +146,21 @@ func (c *Client) newLock(key string, ttl time.Duration) (*Lock, error) {
 // won reports whether acquisition round r obtained l with validity left,
 // and if so starts its validity.
 func (l *Lock) won(r *round) bool {
-	if !r.won() || validity(l.ttl, r.elapsed(), l.c.cfg.driftFactor) <= 0 {
+	until, ok := core.Lease(r.won(), r.start, r.decided, l.ttl, l.c.cfg.driftFactor)
+	if !ok {
 		return false
 	}
-	l.startValidity(r.start)
+	l.startValidity(until)
 	return true
 }
 
-// startValidity starts l's validity, counted from start: before every
-// request that set its keys was sent.
-func (l *Lock) startValidity(start time.Time) {
+// startValidity starts l's validity, which ends at until: core.Lease's, or
+// validUntil counted from before every request that set its keys was sent.
+func (l *Lock) startValidity(until time.Time) {
 	if l.c.cfg.obs != nil {
 		l.obtained = time.Now() // only the observers' hold time needs it
 	}
-	l.until = validUntil(start, l.ttl, l.c.cfg.driftFactor)
+	l.until = until
 	l.done = make(chan struct{})
 	l.mu.Lock() // expire may run before the assignment is done
 	l.timer = time.AfterFunc(time.Until(l.until), l.expire)

@@ -27,12 +27,15 @@ import (
 //     that master remembers a time the young one has forgotten, when it may
 //     have granted a lock still alive.
 //   - G2: it is counted once a majority of the masters has reported its
-//     memory and none is older. Redlock's fault model is a minority of
-//     masters failing, here losing its data: the masters that kept theirs
-//     are then a majority, every one of them born before any lock the
-//     young one forgot, and any majority of reports includes one of them.
-//     So a fresh deployment, where every marker is born in the same few
-//     rounds, takes locks at once, with a minority of its masters down.
+//     memory, none is older, and no master this Client knew to be older
+//     (from an earlier report, or New's check) is yet to report. Redlock's
+//     fault model is a minority of masters failing, here losing its data
+//     (a restart without it, whether or not the master held anything): the
+//     masters that kept theirs are then a majority, each born before any
+//     lock the young one forgot, and any majority of reports includes one
+//     of them. So a fresh deployment, where every marker is born in the
+//     same few rounds, takes locks at once, with a minority of its masters
+//     down.
 //   - G3: with WithStrictRestartGuard, it is counted only once every master
 //     has reported: a majority losing its data at once, outside the model,
 //     is then covered too, at the price of a fresh deployment with a master
@@ -80,7 +83,8 @@ func ownKey(key string) bool {
 }
 
 // checkGuardRights runs lua/guard_check.lua on n's plain marker (on every
-// shard of a Ring): it does to the marker what every vote does. It returns
+// shard of a Ring): it does to the marker what every vote does, and on a
+// single master the Client learns its memory's age, as from a vote. It returns
 // an error matching ErrGuardRights when the master refuses for want of a
 // right, and nil otherwise: on success, and on any other failure (a master
 // down or slow, at maxmemory), which the votes meet in their turn. A Redis
@@ -93,6 +97,13 @@ func checkGuardRights(ctx context.Context, n *node) error {
 	switch c := n.client.(type) {
 	case *redis.ClusterClient:
 		return nil
+	case *redis.Client:
+		// One master: the Client learns its memory's age (G2).
+		var v [3]int64
+		err = replyInts(runScript(ctx, c, guardCheckScript.evalsha(1, plainMarkerKey)), v[:], "guard check")
+		if err == nil {
+			n.memory(nil, v[0], v[1], v[2])
+		}
 	case *redis.Ring:
 		var mu sync.Mutex
 		_ = c.ForEachShard(ctx, func(ctx context.Context, s *redis.Client) error {
@@ -167,8 +178,8 @@ type memory struct {
 // little young, never old, which errs on the guard's side.
 type knownMemory struct {
 	born    int64
-	since   time.Time
-	bornArg any // born, boxed once for the scripts
+	since   time.Time // when the memory began, by the Client's clock
+	bornArg any       // born, boxed once for the scripts
 }
 
 func newKnownMemory(born int64, since time.Time) *knownMemory {
@@ -225,75 +236,11 @@ func (c *Client) learn(m memory) {
 	}
 }
 
-// A heldVote is a yes from a master whose memory is younger than the guard,
-// waiting for the round to know whether any master remembers further back.
-type heldVote struct {
-	node int
-	age  time.Duration
-	at   time.Time
-}
-
-// settleHeld decides the held votes it can (see the comment at the top):
-// recorded as ErrNodeQuarantined once an answer is older (G1), counted once
-// enough masters reported their memory (G2, G3).
-func (r *round) settleHeld(nodes []*node, strict bool) {
-	enough := r.quorum // G2
-	if strict {
-		enough = len(nodes) // G3
-	}
-	kept := r.held[:0]
-	for _, h := range r.held {
-		switch {
-		case olderThan(r.mems, h.age):
-			r.record(nodes[h.node], errQuarantinedWitness, h.at)
-		case r.reported >= enough:
-			r.yes++
-		default:
-			kept = append(kept, h)
-		}
-	}
-	r.held = kept
-}
-
-// recheck holds back again the counted votes whose memory is younger than
-// guard, which grew during the round (a master reported a longer TTL).
-func (r *round) recheck(guard time.Duration) {
-	kept := r.counted[:0]
-	for _, v := range r.counted {
-		if v.age < guard {
-			r.yes--
-			r.held = append(r.held, v)
-		} else {
-			kept = append(kept, v)
-		}
-	}
-	r.counted = kept
-}
-
-// endHeld records the votes still held when the round ends (its deadline,
-// or the caller's ctx) as not counted (G4): a master that did not answer in
-// time may be the one that remembers, and counting them then would let a
-// second holder in whenever the masters that kept their data are slow.
-func (r *round) endHeld(nodes []*node) {
-	for _, h := range r.held {
-		r.record(nodes[h.node], errQuarantinedUnknown, h.at)
-	}
-	r.held = nil
-}
+// The decisions are internal/core's Tally (I3–I5 there: G1, G2/G3, G4);
+// the round (quorum.go) feeds it each vote with the guard's length.
 
 // The two ways a young vote is quarantined: what the round knows of it.
 var (
 	errQuarantinedWitness = fmt.Errorf("%w: another master remembers further back, so it may have lost its data", ErrNodeQuarantined)
 	errQuarantinedUnknown = fmt.Errorf("%w: cannot tell whether it lost its data: too few masters reported their memory in time", ErrNodeQuarantined)
 )
-
-// olderThan reports whether a master answered with a memory older than age
-// by more than memorySlack.
-func olderThan(mems []memory, age time.Duration) bool {
-	for _, m := range mems {
-		if m.reported && m.age > age+memorySlack {
-			return true
-		}
-	}
-	return false
-}

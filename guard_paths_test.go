@@ -8,6 +8,7 @@ package redlock
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -89,15 +90,47 @@ func TestWitnessesAnsweringWithAnErrorStillKeepTheYoungOut(t *testing.T) {
 }
 
 // The limit the README states: with the default guard, a majority of
-// masters losing their data at once lets a second holder in, since young
-// masters that are a majority count among themselves (G2). The control of
-// the strict guard's tests above.
+// masters losing their data at once lets a second holder in when the Client
+// never heard from the masters that kept theirs (here they are hung longer
+// than New waits), since young masters that are a majority count among
+// themselves (G2). The control of the strict guard's tests above.
 func TestACorrelatedMajorityLossIsOutsideTheDefaultGuard(t *testing.T) {
 	m := newMinis(t, 5, nil)
-	a := advScene(t, m, 400*time.Millisecond)
+	a := advScene(t, m, identityTimeout+scaled(500*time.Millisecond))
 	l, err := m.client().TryLock(bg, "k", time.Minute)
 	if err != nil {
 		t.Fatalf("TryLock = %v; want the win the default guard allows outside its model (A holds k until %v)", err, a.Until())
 	}
 	_ = l.Unlock(bg)
+}
+
+// An adversary review's scene: masters 3 and 4 are down while A locks k
+// on masters 0, 1 and 2, and come back empty (no key, no marker: as young
+// as a master that lost its data); then master 0 restarts without its
+// data. Masters 0, 3 and 4 are a young majority with no older one among
+// them, but B's New learned that masters 1 and 2 are older (G2): B waits
+// for them, they are hung, and B is refused.
+func TestYoungMastersBackEmptyDoNotOutvoteAKnownWitness(t *testing.T) {
+	r := startReal(t, 5)
+	for _, i := range []int{3, 4} {
+		r.servers[i].Kill()
+	}
+	a := mustLock(t, r.client(), "k", time.Minute) // on masters 0, 1 and 2
+	time.Sleep(2 * memorySlack)                    // the scene's time: masters 1 and 2 grow older than the slack
+	for _, i := range []int{3, 4, 0} {
+		r.servers[i].Restart() // empty: none of them has a marker any more
+	}
+	b := r.client()
+	r.servers[1].Pause()
+	r.servers[2].Pause()
+	t.Cleanup(func() { r.servers[1].Resume(); r.servers[2].Resume() })
+	ctx, cancel := context.WithTimeout(bg, scaled(3*time.Second))
+	defer cancel()
+	l, err := b.TryLock(ctx, "k", time.Minute)
+	if err == nil {
+		t.Fatalf("second holder B (until %v) while A holds k until %v", l.Until(), a.Until())
+	}
+	if !errors.Is(err, ErrNodeQuarantined) || !strings.Contains(err.Error(), "cannot tell") {
+		t.Fatalf("TryLock = %v, want the young votes held back, unable to tell", err)
+	}
 }

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/redlock-go/redlock/internal/core"
 )
 
 // restartScene: holder A holds key "k" on masters 0-2 (3 and 4 were taken
@@ -71,8 +73,9 @@ func TestAYoungYesThatWouldCompleteTheMajorityIsHeldBack(t *testing.T) {
 			opts = append(opts, WithStrictRestartGuard())
 		}
 		c := m.client(opts...)
-		r := &round{op: "lock", key: "k", quorum: 3, start: time.Now(), guardTTL: time.Minute, nodes: 5, mems: make([]memory, 5)}
-		first := young // masters 3 and 4: in a fresh deployment as young as master 0
+		r := &round{op: "lock", key: "k", quorum: 3, start: time.Now(), guardTTL: time.Minute, nodes: 5}
+		r.tally = core.NewTally(5, true, tc.strict, memorySlack, nil) // nothing known of the masters before
+		first := young                                                // masters 3 and 4: in a fresh deployment as young as master 0
 		if tc.witness {
 			first = old
 		}
@@ -87,8 +90,8 @@ func TestAYoungYesThatWouldCompleteTheMajorityIsHeldBack(t *testing.T) {
 		for _, v := range votes {
 			r.count(bg, c, v)
 		}
-		if counted := r.decidedBy(5) && r.yes >= r.quorum; counted != tc.counted {
-			t.Errorf("%+v: the young master's yes completed the majority: %v (yes=%d)", tc, counted, r.yes)
+		if counted := r.tally.Decided() && r.won(); counted != tc.counted {
+			t.Errorf("%+v: the young master's yes completed the majority: %v (yes=%d)", tc, counted, r.tally.Yes)
 		}
 		var quarantined bool
 		for _, f := range r.failed {

@@ -581,5 +581,5 @@ func (c *Client) observeRound(caller context.Context, r *round) {
 		}
 		nodes[ne.Node] = NodeResult{Node: ne.Node, Addr: ne.Addr, Outcome: out, Latency: ne.Latency, Err: err}
 	}
-	o.Round(RoundEvent{Ctx: caller, Op: r.op, Key: r.key, Votes: r.yes, Quorum: r.quorum, Elapsed: r.elapsed(), Nodes: nodes})
+	o.Round(RoundEvent{Ctx: caller, Op: r.op, Key: r.key, Votes: r.tally.Yes, Quorum: r.quorum, Elapsed: r.elapsed(), Nodes: nodes})
 }

@@ -12,10 +12,12 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-go/redlock/internal/core"
 )
 
 // quorum is the number of votes that make a majority of n nodes.
-func quorum(n int) int { return n/2 + 1 }
+func quorum(n int) int { return core.Quorum(n) }
 
 // A round is one operation sent to every node in parallel and decided by
 // majority. It is decided the moment the outcome is known: a majority voted
@@ -26,16 +28,12 @@ type round struct {
 	op, key string
 	quorum  int
 	start   time.Time
-	yes     int
+	tally   core.Tally   // the votes, and the decision (internal/core)
 	decided time.Time    // when the deciding reply arrived or the deadline passed
 	failed  []*NodeError // the nodes that voted no or failed before the decision
 	refused int          // how many of failed answered no, or yes in quarantine: none holds the lock for us
 	// The restart guard (guard.go), when guardTTL is not 0.
 	guardTTL time.Duration
-	mems     []memory   // of the nodes that answered, by node
-	reported int        // how many nodes reported their memory with their answer (guard.go)
-	held     []heldVote // yes votes the guard has not decided yet
-	counted  []heldVote // yes votes counted with a reported memory, while the guard may grow
 
 	nodes   int       // how many nodes the round had
 	unasked uint64    // the reserves it decided without asking (a bit per node; fanOutQuorumFirst)
@@ -62,14 +60,14 @@ type answer struct {
 	at   time.Time
 }
 
-func (r *round) won() bool { return r.yes >= r.quorum }
+func (r *round) won() bool { return r.tally.Won() }
 
 // elapsed is how long the round took to decide.
 func (r *round) elapsed() time.Duration { return r.decided.Sub(r.start) }
 
 func (r *round) error(outcome error) *QuorumError {
 	return &QuorumError{
-		Op: r.op, Key: r.key, Quorum: r.quorum, Votes: r.yes,
+		Op: r.op, Key: r.key, Quorum: r.quorum, Votes: r.tally.Yes,
 		Elapsed: r.elapsed(), Nodes: r.failed, outcome: outcome, nodes: r.nodes,
 	}
 }
@@ -146,18 +144,16 @@ func (c *Client) fanOutAsync(ctx context.Context, op, key string, dl roundDeadli
 func (c *Client) fanOutQuorumFirst(ctx context.Context, op, key string, dl roundDeadline, skip []error, guardTTL time.Duration, async asyncOp, reserve uint64, hedge time.Duration) *round {
 	deadline := dl.at
 	n := len(c.nodes)
-	r := &round{op: op, key: key, quorum: c.quorum, start: time.Now(), guardTTL: guardTTL, nodes: n}
+	r := c.newRound(op, key, guardTTL)
 	if c.cfg.obs != nil {
 		r.obs = &roundObs{caller: ctx, op: op, key: key, start: r.start, deadline: dl.at, nodeDeadline: dl.node, answers: make([]answer, 0, n)}
-	}
-	if guardTTL > 0 {
-		r.mems = make([]memory, n)
 	}
 	votes := make(chan vote, n) // buffered: a late node never blocks
 	pending := make([]bool, n)
 	npending := 0
 	for i, nd := range c.nodes {
 		if skip != nil && skip[i] != nil {
+			r.tally.Fail()
 			r.record(nd, skip[i], r.start)
 			reserve &^= 1 << i // never asked, as a reserve or otherwise
 			continue
@@ -204,9 +200,9 @@ func (c *Client) fanOutQuorumFirst(ctx context.Context, op, key string, dl round
 	take := func(v vote) {
 		pending[v.node] = false
 		npending--
-		yes := r.yes
+		yes := r.tally.Yes
 		r.count(ctx, c, v)
-		if reserve != 0 && r.yes <= yes {
+		if reserve != 0 && r.tally.Yes <= yes {
 			// Not a yes the round can count: the nodes asked cannot
 			// decide it alone.
 			if v.err != nil {
@@ -218,7 +214,7 @@ func (c *Client) fanOutQuorumFirst(ctx context.Context, op, key string, dl round
 	// The round's context is its one deadline mechanism: it ends at the
 	// deadline, with the caller's ctx, or once every call returned (and
 	// voted).
-	for npending > 0 && !r.decidedBy(n) {
+	for npending > 0 && !r.tally.Decided() {
 		select {
 		case v := <-votes:
 			take(v)
@@ -258,7 +254,9 @@ func (c *Client) fanOutQuorumFirst(ctx context.Context, op, key string, dl round
 			}
 		}
 	}
-	r.endHeld(c.nodes)
+	for _, o := range r.tally.End() { // G4
+		r.outcome(ctx, c, o, vote{})
+	}
 	if r.decided.IsZero() { // every node was skipped
 		r.decided = r.start
 	}
@@ -318,6 +316,25 @@ func (rc *roundCalls) returned() {
 	}
 }
 
+// newRound returns a round of op on key, under the restart guard for a
+// request of guardTTL when it is not 0: its tally knows the age of each
+// master's memory as the Client last learned it (guard.go, G2).
+func (c *Client) newRound(op, key string, guardTTL time.Duration) *round {
+	n := len(c.nodes)
+	r := &round{op: op, key: key, quorum: c.quorum, start: time.Now(), guardTTL: guardTTL, nodes: n}
+	var known []time.Time
+	if guardTTL > 0 {
+		known = make([]time.Time, n)
+		for i, nd := range c.nodes {
+			if k := nd.known.Load(); k != nil {
+				known[i] = k.since
+			}
+		}
+	}
+	r.tally = core.NewTally(n, guardTTL > 0, c.cfg.strictGuard, memorySlack, known)
+	return r
+}
+
 // count records one node's answer.
 func (r *round) count(ctx context.Context, c *Client, v vote) {
 	// Votes can come in out of the order of their replies (a node's
@@ -329,49 +346,34 @@ func (r *round) count(ctx context.Context, c *Client, v vote) {
 	if r.obs != nil {
 		r.obs.answers = append(r.obs.answers, answer{node: v.node, yes: v.yes && v.err == nil, at: v.at})
 	}
-	guard := r.guard(c, v)
-	switch {
-	case v.yes && v.err == nil && guard > 0 && v.mem.reported && v.mem.age < guard:
-		r.held = append(r.held, heldVote{node: v.node, age: v.mem.age, at: v.at})
-	case v.yes:
-		r.yes++
-		if guard > 0 && v.mem.reported {
-			r.counted = append(r.counted, heldVote{node: v.node, age: v.mem.age, at: v.at})
-		}
-	case v.err == nil:
-		r.record(c.nodes[v.node], ErrNodeRefused, v.at)
-		r.failed[len(r.failed)-1].holder = v.holder
-	default:
-		r.record(c.nodes[v.node], c.nodeErr(ctx, v.err), v.at)
-	}
+	var guard time.Duration
 	if r.guardTTL > 0 {
-		if v.err == nil && v.mem.reported {
-			// Only a report tells the round that this master remembers
-			// no further back: an error (a master at maxmemory, a
-			// refused connection) may come from the witness.
-			r.reported++
-		}
-		r.settleHeld(c.nodes, c.cfg.strictGuard)
+		// It learns the longest TTL v reports: the guard may grow.
+		c.learn(v.mem)
+		guard = c.guard(r.guardTTL)
+	}
+	cv := core.Vote{Node: v.node, Yes: v.yes, Err: v.err != nil, At: v.at,
+		Mem: core.Memory{Reported: v.mem.reported, Age: v.mem.age, Longest: v.mem.longest, Born: v.mem.born}}
+	for _, o := range r.tally.Count(cv, guard) {
+		r.outcome(ctx, c, o, v)
 	}
 }
 
-// guard is the restart guard for the round as of answer v (0: none): it
-// learns the longest TTL v reports and holds back votes counted before
-// that it makes young.
-func (r *round) guard(c *Client, v vote) time.Duration {
-	if r.guardTTL == 0 {
-		return 0
+// outcome records a vote the tally did not count: v's own (a no, an
+// error), or a young yes it decided (guard.go).
+func (r *round) outcome(ctx context.Context, c *Client, o core.Outcome, v vote) {
+	nd := c.nodes[o.Node]
+	switch o.Kind {
+	case core.Refused:
+		r.record(nd, ErrNodeRefused, o.At)
+		r.failed[len(r.failed)-1].holder = v.holder
+	case core.Errored:
+		r.record(nd, c.nodeErr(ctx, v.err), o.At)
+	case core.Quarantined:
+		r.record(nd, errQuarantinedWitness, o.At)
+	default:
+		r.record(nd, errQuarantinedUnknown, o.At)
 	}
-	c.learn(v.mem)
-	r.mems[v.node] = v.mem
-	g := c.guard(r.guardTTL)
-	r.recheck(g)
-	return g
-}
-
-// decidedBy reports whether the outcome among n nodes is known.
-func (r *round) decidedBy(n int) bool {
-	return r.yes >= r.quorum || len(r.failed) > n-r.quorum
 }
 
 func (r *round) record(nd *node, err error, at time.Time) {
@@ -387,6 +389,7 @@ func (r *round) record(nd *node, err error, at time.Time) {
 func (r *round) failPending(nodes []*node, pending []bool, err error) {
 	for i, p := range pending {
 		if p {
+			r.tally.Fail()
 			r.record(nodes[i], err, r.decided)
 		}
 	}

@@ -765,7 +765,7 @@ func (lp *waitLoop) takeHanded() (*Lock, error) {
 	lp.served(a.token)
 	if validity(lp.ttl, time.Since(a.first), c.cfg.driftFactor) >= lp.ttl/2 {
 		c.narrowHanded(a.token)
-		l.startValidity(a.first)
+		l.startValidity(validUntil(a.first, lp.ttl, c.cfg.driftFactor))
 		c.cfg.test.handedLocks.Add(1)
 		return l, nil
 	}

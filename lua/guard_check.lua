@@ -3,7 +3,8 @@
 -- it, read the master's clock (TIME), and write it. memory() (prepended)
 -- creates a missing marker, as the first vote would; a marker already
 -- there is written back as it is. Any right missing is an error of this
--- script, which New reports (guard.go). Returns the memory's age in ms.
-local age = memory(KEYS[1], '0', '1', '0')
+-- script, which New reports (guard.go). Returns {age, longest, born} of
+-- the memory, in ms, as a vote reports them: New learns each master's age.
+local age, longest, born = memory(KEYS[1], '0', '1', '0')
 redis.call('SET', KEYS[1], redis.call('GET', KEYS[1]))
-return age
+return {age, longest, born}

@@ -1,0 +1,93 @@
+package core
+
+import (
+	"testing"
+	"time"
+)
+
+var t0 = time.Unix(1000, 0)
+
+func yes(node int, age time.Duration) Vote {
+	return Vote{Node: node, Yes: true, Mem: Memory{Reported: true, Age: age}, At: t0}
+}
+
+// I1: a majority wins; more than n − quorum failures lose.
+func TestTallyMajority(t *testing.T) {
+	tl := NewTally(5, false, false, time.Second, nil)
+	for i := range 2 {
+		tl.Count(Vote{Node: i, Yes: true, At: t0}, 0)
+	}
+	if tl.Decided() {
+		t.Fatal("decided on 2 of 5 yes votes")
+	}
+	tl.Count(Vote{Node: 2, Yes: true, At: t0}, 0)
+	if !tl.Won() || !tl.Decided() {
+		t.Fatal("3 of 5 yes votes did not win")
+	}
+	lost := NewTally(5, false, false, time.Second, nil)
+	lost.Count(Vote{Node: 0, At: t0}, 0)
+	lost.Count(Vote{Node: 1, Err: true, At: t0}, 0)
+	lost.Fail()
+	if !lost.Decided() || lost.Won() {
+		t.Fatal("3 of 5 failures did not lose")
+	}
+}
+
+// I2: validity counts from the round's start, and none is left after ttl − drift.
+func TestLease(t *testing.T) {
+	ttl := time.Second
+	until, ok := Lease(true, t0, t0.Add(100*time.Millisecond), ttl, 0.01)
+	if !ok || !until.Equal(t0.Add(ttl-Drift(ttl, 0.01))) {
+		t.Fatalf("Lease = %v, %v; want start + ttl − drift", until, ok)
+	}
+	if _, ok := Lease(true, t0, t0.Add(ttl), ttl, 0.01); ok {
+		t.Fatal("a lease with no validity left")
+	}
+	if _, ok := Lease(false, t0, t0, ttl, 0.01); ok {
+		t.Fatal("a lease for a lost round")
+	}
+}
+
+// I3, I4, I5: a young yes is quarantined by an older report, counts at a
+// majority of reports (all, when strict) unless a master known to be older
+// has not reported, and does not count when the round ends first.
+func TestTallyGuard(t *testing.T) {
+	const g = time.Minute
+	old, young := time.Hour, time.Second
+	cases := []struct {
+		name   string
+		strict bool
+		known  []time.Time
+		votes  []Vote
+		won    bool
+		kinds  []Kind // of the outcomes after End
+	}{
+		{"witness", false, nil, []Vote{yes(0, young), yes(1, old), yes(2, old)}, false, []Kind{Quarantined}},
+		{"fresh majority", false, nil, []Vote{yes(0, young), yes(1, young), yes(2, young)}, true, nil},
+		{"strict waits for all", true, nil, []Vote{yes(0, young), yes(1, young), yes(2, young)}, false, []Kind{Unknown, Unknown, Unknown}},
+		{"a known older master yet to report", false, []time.Time{{}, {}, {}, t0.Add(-old), {}},
+			[]Vote{yes(0, young), yes(1, young), yes(2, young)}, false, []Kind{Unknown, Unknown, Unknown}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tl := NewTally(5, true, tc.strict, time.Second, tc.known)
+			var kinds []Kind
+			for _, v := range tc.votes {
+				for _, o := range tl.Count(v, g) {
+					kinds = append(kinds, o.Kind)
+				}
+			}
+			for _, o := range tl.End() {
+				kinds = append(kinds, o.Kind)
+			}
+			if tl.Won() != tc.won || len(kinds) != len(tc.kinds) {
+				t.Fatalf("won %v, outcomes %v; want %v, %v", tl.Won(), kinds, tc.won, tc.kinds)
+			}
+			for i := range kinds {
+				if kinds[i] != tc.kinds[i] {
+					t.Fatalf("outcomes %v, want %v", kinds, tc.kinds)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,29 @@
+// Package core is redlock's protocol decisions as plain values: no
+// goroutines, no clocks, no network, no driver. The I/O shell (the redlock
+// package: connections, pipes, workers, timers) feeds it events (a
+// master's vote, a failure, the end of a round) with the times it read off
+// its own clock, and does what the returned outcomes say. The same code
+// runs under the deterministic model checker in internal/model, which
+// explores every interleaving of a small world against it.
+//
+// # Invariants
+//
+// The core keeps these; each is named by a test and a mutant.
+//
+//   - I1 (majority): a round is won only with Quorum(n) = n/2+1 counted
+//     yes votes of n masters, and lost as soon as more than n−Quorum(n)
+//     masters cannot count.
+//   - I2 (validity): a lock won by a round that started at start is valid
+//     until start + ttl − Drift(ttl); every key was set after start, so
+//     expires after start + ttl. Validity is never counted from the
+//     decision.
+//   - I3 (guard, witness): a yes from a master whose memory is younger
+//     than the guard is not counted once any master reported a memory
+//     older than it by more than the slack.
+//   - I4 (guard, majority of reports): such a yes counts only once a
+//     majority of masters reported its memory (every master, when strict),
+//     none is older, and no master the Client knew to be older is yet to
+//     report.
+//   - I5 (guard, end): a yes still held back when the round ends does not
+//     count.
+package core

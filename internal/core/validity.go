@@ -1,0 +1,63 @@
+package core
+
+import (
+	"math"
+	"time"
+)
+
+// ClockPrecision is the fixed part of the drift allowance: Redis expires
+// keys with millisecond resolution, so the spec adds 2 ms to the
+// proportional part.
+const ClockPrecision = 2 * time.Millisecond
+
+// Quorum is the majority of n masters: n/2+1 (I1).
+func Quorum(n int) int { return n/2 + 1 }
+
+// Drift is the time a lock of the given ttl gives up for clock drift:
+// ttl·factor + 2 ms (Redlock spec, step 3). factor must be in [0, 1) and ttl
+// non-negative; the result is then in [ClockPrecision, ttl+ClockPrecision).
+func Drift(ttl time.Duration, factor float64) time.Duration {
+	// ttl·factor < ttl for factor < 1, and float64 rounding can push a
+	// product near MaxInt64 up to 2^63, which does not convert back.
+	d := float64(ttl) * factor
+	if d >= math.MaxInt64-float64(ClockPrecision) {
+		return math.MaxInt64
+	}
+	return time.Duration(d) + ClockPrecision
+}
+
+// Validity is how long a lock can still be trusted once its acquisition
+// took elapsed: ttl − elapsed − drift (Redlock spec, step 3). A result ≤ 0
+// means the lock must be treated as not obtained. elapsed is measured on
+// the monotonic clock from before the first request to the deciding reply,
+// so it is never negative; the subtraction saturates instead of wrapping.
+func Validity(ttl, elapsed time.Duration, factor float64) time.Duration {
+	return SubSat(SubSat(ttl, elapsed), Drift(ttl, factor))
+}
+
+// ValidUntil is the end of a lock's validity when its acquisition started
+// at start: start + ttl − drift (I2). It does not depend on how long the
+// acquisition took, since every key was set after start and so expires
+// after start+ttl.
+func ValidUntil(start time.Time, ttl time.Duration, factor float64) time.Time {
+	return start.Add(SubSat(ttl, Drift(ttl, factor)))
+}
+
+// SubSat returns a − b for non-negative b, saturating at math.MinInt64.
+func SubSat(a, b time.Duration) time.Duration {
+	if a < math.MinInt64+b {
+		return math.MinInt64
+	}
+	return a - b
+}
+
+// Lease decides the lock of an acquisition round that started at start and
+// was decided at decided: ok when the round was won (I1) with validity left
+// (Redlock spec, step 3), and then the lock is valid until ValidUntil(start)
+// (I2).
+func Lease(won bool, start, decided time.Time, ttl time.Duration, factor float64) (until time.Time, ok bool) {
+	if !won || Validity(ttl, decided.Sub(start), factor) <= 0 {
+		return time.Time{}, false
+	}
+	return ValidUntil(start, ttl, factor), true
+}
