@@ -4,10 +4,10 @@ GOLANGCI_LINT_VERSION := v2.15.0
 GOBIN := $(shell go env GOPATH)/bin
 GOLANGCI_LINT := $(GOBIN)/golangci-lint
 
-.PHONY: test check deps lint race fuzz mutants bench bench-peers demo compose-smoke chaos-soak
+.PHONY: test check deps lint race fuzz model mutants bench bench-peers demo compose-smoke chaos-soak
 
-## test: formatting, vet, lint, every test with the race detector (needs redis-server; installed when missing), fuzzing, mutants
-test: check race fuzz mutants
+## test: formatting, vet, lint, every test with the race detector (needs redis-server; installed when missing), fuzzing, the protocol model, mutants
+test: check race fuzz model mutants
 
 # The nested modules: OpenTelemetry (otel) and its example, kept out of
 # core's module graph.
@@ -47,6 +47,11 @@ FUZZTIME ?= 100000x
 fuzz:
 	go test -run '^$$' -fuzz FuzzValidity -fuzztime $(FUZZTIME) .
 	go test -run '^$$' -fuzz FuzzParseNotice -fuzztime $(FUZZTIME) .
+
+## model: the model checker explores the protocol core's interleavings (internal/model); deeper: make model HORIZON=5
+HORIZON ?= 0
+model:
+	go test -count=1 -run 'TestModel' -v ./internal/model -args -model.horizon=$(HORIZON)
 
 ## mutants: deliberate bugs, one at a time; each must make the tests named for it fail
 mutants:

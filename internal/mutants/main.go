@@ -60,6 +60,36 @@ var mutants = []mutant{
 		killers: "TestAWantedKeyIsStillTheHolders",
 	},
 	{
+		name:    "guard-forgets-the-masters-the-client-knew",
+		file:    "internal/core/tally.go",
+		from:    "		case t.reported >= enough && !t.knownOlder(h.born):\n",
+		to:      "		case t.reported >= enough:\n",
+		killers: "TestYoungMastersBackEmptyDoNotOutvoteAKnownWitness",
+	},
+	// The protocol core (internal/core), each caught by the model checker
+	// with a trace (TestProtocolModel runs it).
+	{
+		name:    "core-counts-a-minority",
+		file:    "internal/core/validity.go",
+		from:    "func Quorum(n int) int { return n/2 + 1 }",
+		to:      "func Quorum(n int) int { return n / 2 }",
+		killers: "TestProtocolModel",
+	},
+	{
+		name:    "core-validity-from-the-decision",
+		file:    "internal/core/validity.go",
+		from:    "	return ValidUntil(start, ttl, factor), true\n",
+		to:      "	return ValidUntil(decided, ttl, factor), true\n",
+		killers: "TestProtocolModel",
+	},
+	{
+		name:    "core-guard-counts-young-votes-while-an-older-master-answered",
+		file:    "internal/core/tally.go",
+		from:    "		if m.Reported && t.births[i].Before(born.Add(-t.slack)) {\n",
+		to:      "		if false && m.Reported && t.births[i].Before(born.Add(-t.slack)) {\n",
+		killers: "TestProtocolModel",
+	},
+	{
 		name:    "a-stale-wanted-key-counts",
 		file:    "lua/token.lua",
 		from:    "  return type(m) == 'string' and m == fingerprint(v)\n",
@@ -96,22 +126,22 @@ var mutants = []mutant{
 	},
 	{
 		name:    "fresh-deployment-rule-reversed",
-		file:    "guard.go",
-		from:    "	enough := r.quorum // G2\n",
-		to:      "	enough := len(nodes) // G2\n",
+		file:    "internal/core/tally.go",
+		from:    "	enough := t.quorum // I4\n",
+		to:      "	enough := t.n // I4\n",
 		killers: "TestFreshDeploymentWithAMinorityDownTakesALock|TestAYoungYesThatWouldCompleteTheMajorityIsHeldBack",
 	},
 	{
 		name:    "guard-counts-young-votes-before-a-majority-reported",
-		file:    "guard.go",
-		from:    "	enough := r.quorum // G2\n",
-		to:      "	enough := 1 // G2\n",
+		file:    "internal/core/tally.go",
+		from:    "	enough := t.quorum // I4\n",
+		to:      "	enough := 1 // I4\n",
 		killers: "TestAYoungYesThatWouldCompleteTheMajorityIsHeldBack",
 	},
 	{
 		name:    "strict-guard-is-the-default-rule",
-		file:    "guard.go",
-		from:    "		enough = len(nodes) // G3\n",
+		file:    "internal/core/tally.go",
+		from:    "		enough = t.n\n",
 		to:      "",
 		killers: "TestSlowWitnessesStillKeepTheYoungOut|TestAYoungYesThatWouldCompleteTheMajorityIsHeldBack",
 	},
@@ -188,8 +218,8 @@ var mutants = []mutant{
 	{
 		name:    "quorum-first-waits-for-the-hedge-after-a-no",
 		file:    "quorum.go",
-		from:    "		if reserve != 0 && r.yes <= yes {",
-		to:      "		if reserve != 0 && r.yes <= yes && v.err != nil {",
+		from:    "		if reserve != 0 && r.tally.Yes <= yes {",
+		to:      "		if reserve != 0 && r.tally.Yes <= yes && v.err != nil {",
 		killers: "TestQuorumFirstAsksTheReservesWhenAPreferredMasterRefuses",
 	},
 	{
@@ -243,16 +273,16 @@ var mutants = []mutant{
 	},
 	{
 		name:    "drift-is-zero",
-		file:    "drift.go",
-		from:    "	return time.Duration(d) + clockPrecision\n",
+		file:    "internal/core/validity.go",
+		from:    "	return time.Duration(d) + ClockPrecision\n",
 		to:      "	return 0\n",
 		killers: "TestDrift|TestUntilIsStartPlusTTLMinusDrift",
 	},
 	{
 		name:    "until-counts-from-the-decision",
 		file:    "acquire.go",
-		from:    "	l.startValidity(r.start)\n",
-		to:      "	l.startValidity(r.decided)\n",
+		from:    "	until, ok := core.Lease(r.won(), r.start, r.decided, l.ttl, l.c.cfg.driftFactor)\n",
+		to:      "	until, ok := core.Lease(r.won(), r.decided, r.decided, l.ttl, l.c.cfg.driftFactor)\n",
 		killers: "TestUntilCountsFromTheRoundsStartNotItsDecision",
 	},
 	{
@@ -313,9 +343,9 @@ var mutants = []mutant{
 	},
 	{
 		name:    "guard-ignores-the-marker",
-		file:    "quorum.go",
-		from:    "v.mem.reported && v.mem.age < guard:",
-		to:      "v.mem.reported && false:",
+		file:    "internal/core/tally.go",
+		from:    "reported && v.Mem.Age < guard:",
+		to:      "reported && false:",
 		killers: "TestAYoungYesThatWouldCompleteTheMajorityIsHeldBack|TestRestartedMasterIsQuarantined|TestRestartWithPersistenceIsNotQuarantined",
 	},
 	{
@@ -334,9 +364,9 @@ var mutants = []mutant{
 	},
 	{
 		name:    "guard-takes-an-error-for-a-report",
-		file:    "quorum.go",
-		from:    "if v.err == nil && v.mem.reported {",
-		to:      "if true {",
+		file:    "internal/core/tally.go",
+		from:    "	reported := !v.Err && v.Mem.Reported\n",
+		to:      "	reported := v.Mem.Reported || v.Err\n",
 		killers: "TestWitnessesAnsweringWithAnErrorStillKeepTheYoungOut",
 	},
 	{
@@ -363,8 +393,8 @@ var mutants = []mutant{
 	{
 		name:    "handed-lock-valid-from-the-hand-off",
 		file:    "wants.go",
-		from:    "		l.startValidity(a.first)\n",
-		to:      "		l.startValidity(time.Now())\n",
+		from:    "		l.startValidity(validUntil(a.first, lp.ttl, c.cfg.driftFactor))\n",
+		to:      "		l.startValidity(validUntil(time.Now(), lp.ttl, c.cfg.driftFactor))\n",
 		killers: "TestHandOffToAnotherClientCostsOneRoundAndNoRelease",
 	},
 	{

@@ -1,0 +1,513 @@
+// Package model is an explicit-state model checker of redlock's protocol
+// core. It drives internal/core, the code the library itself runs to
+// decide a round and a lock's validity, against simulated masters (a Go
+// rendering of lua/acquire.lua, lua/release.lua and lua/memory.lua: key,
+// value, expiry, memory marker), and explores every interleaving of a small
+// world breadth-first, up to a bound, with state hashing, as TLC and
+// stateright do. At every state it checks that no two holders' validity
+// windows overlap. A violation comes back as the shortest trace that
+// reaches it, in readable steps.
+//
+// The world: three masters and two Clients, each making Attempts
+// acquisitions of one key and releasing what it took; requests and replies
+// delayed (time passes between any two steps), reordered and lost; masters
+// restarted without their data; a holder paused past its validity (it
+// releases whenever, or never). One tick is 10 ms of a clock that
+// every party shares (a Client's and the masters' clocks agree: drift is
+// not modelled).
+package model
+
+import (
+	"fmt"
+	"hash/maphash"
+	"strings"
+	"time"
+
+	"github.com/redlock-go/redlock/internal/core"
+)
+
+// The world's size.
+const (
+	nMasters = 3
+	nClients = 2
+)
+
+// Config bounds the world the checker explores.
+type Config struct {
+	TTL         int  // the locks' TTL, in ticks
+	NodeTimeout int  // how long a round waits for the masters, in ticks
+	Guard       int  // the restart guard (at least TTL while on); 0: off
+	Slack       int  // how much older a witness's memory must be (I3)
+	Strict      bool // the strict guard (I4: every master's report)
+	Horizon     int  // the last tick explored
+	Attempts    int  // acquisitions per Client
+	Restarts    int  // master restarts without data, at most
+	Losses      int  // requests or replies lost, at most
+	MaxStates   int  // stop after this many states (0: no limit)
+}
+
+// DefaultConfig is the world CI explores.
+func DefaultConfig() Config {
+	return Config{TTL: 4, NodeTimeout: 1, Guard: 4, Slack: 1, Horizon: 4, Attempts: 1, Restarts: 1, Losses: 1, MaxStates: 30_000_000}
+}
+
+type master struct {
+	val  int8 // the token whose key the master holds, 0: none
+	exp  int8 // when the key expires
+	born int8 // when the memory marker was made; -1: none
+}
+
+// What a Client has in flight to one master.
+const (
+	none       = iota
+	acquireReq // an acquire request: the master runs it and the Client hears the reply in one step, or the reply is lost
+)
+
+type vote struct {
+	node int8
+	yes  bool
+	age  int8 // the memory's age reported; -1: none
+	at   int8
+}
+
+// Client phases.
+const (
+	idle = iota
+	acquiring
+	holding
+	releasing
+)
+
+type client struct {
+	phase   int8
+	made    bool           // New has run: it asked every master's memory
+	known   [nMasters]int8 // when each master's memory began, as the Client last learned it; -1: unknown
+	attempt int8           // acquisitions started
+	start   int8
+	until   int8 // holding: the end of its validity
+	nvotes  int8
+	votes   [nMasters]vote
+	net     [nMasters]int8 // none or acquireReq
+}
+
+// token is client i's token for its current attempt: never 0, which is no
+// token.
+func (c *client) token(i int) int8 { return int8(i*8 + int(c.attempt) + 1) }
+
+type state struct {
+	first    int8 // when the deployment's first marker was made; -1: none yet
+	now      int8
+	restarts int8
+	losses   int8
+	m        [nMasters]master
+	c        [nClients]client
+}
+
+// Result is what a run of the checker found.
+type Result struct {
+	States    int      // distinct states explored
+	Depth     int      // the deepest level reached
+	Complete  bool     // every reachable state within the bounds was explored
+	Violation string   // the property broken, or ""
+	Trace     []string // the shortest path to it, one step a line
+}
+
+// Check explores the world cfg bounds, breadth-first, one level of
+// states at a time. It keeps a 64-bit fingerprint of every state seen
+// (as TLC does: two states that share one are taken for one, with odds of
+// about 10⁻⁵ at ten million states) and, for each, its parent and the
+// action that led to it, so that a violation's trace is the shortest.
+func Check(cfg Config) Result {
+	s0 := state{first: -1}
+	for i := range s0.m {
+		s0.m[i].born = -1
+	}
+	for i := range s0.c {
+		for m := range s0.c[i].known {
+			s0.c[i].known[m] = -1
+		}
+	}
+	seed := maphash.MakeSeed()
+	seen := map[uint64]struct{}{maphash.Comparable(seed, s0): {}}
+	steps := []step{{parent: -1}}
+	level, levelIdx := []state{s0}, []int32{0}
+	res := Result{Complete: true}
+	for depth := 0; len(level) > 0; depth++ {
+		res.Depth = depth
+		var next []state
+		var nextIdx []int32
+		for k, s := range level {
+			if v := violation(cfg, s); v != "" {
+				res.Violation = v
+				res.Trace = trace(cfg, s0, steps, levelIdx[k])
+				res.States, res.Complete = len(steps), false
+				return res
+			}
+			if cfg.MaxStates > 0 && len(steps) >= cfg.MaxStates {
+				res.Complete = false
+				continue
+			}
+			successors(cfg, s, func(a action, n state) {
+				canon(cfg, &n)
+				h := maphash.Comparable(seed, n)
+				if _, ok := seen[h]; ok {
+					return
+				}
+				seen[h] = struct{}{}
+				steps = append(steps, step{parent: levelIdx[k], act: a})
+				next = append(next, n)
+				nextIdx = append(nextIdx, int32(len(steps)-1))
+			})
+		}
+		level, levelIdx = next, nextIdx
+	}
+	res.States = len(steps)
+	return res
+}
+
+// A step is how a state was first reached: from its parent, by act.
+type step struct {
+	parent int32
+	act    action
+}
+
+// trace replays the actions from s0 to step i and renders each.
+func trace(cfg Config, s0 state, steps []step, i int32) []string {
+	var acts []action
+	for ; i > 0; i = steps[i].parent {
+		acts = append(acts, steps[i].act)
+	}
+	var out []string
+	s := s0
+	for k := len(acts) - 1; k >= 0; k-- {
+		a := acts[k]
+		out = append(out, a.describe(cfg, s))
+		successors(cfg, s, func(b action, n state) {
+			if b == a {
+				canon(cfg, &n)
+				s = n
+			}
+		})
+	}
+	return out
+}
+
+// canon forgets what no later step can tell apart, so that states that
+// differ only there are one: an expired key, a decided round's votes, a
+// validity window that is over, a Client that is done.
+func canon(cfg Config, s *state) {
+	for i := range s.m {
+		if s.m[i].val != 0 && s.m[i].exp <= s.now {
+			s.m[i].val, s.m[i].exp = 0, 0
+		}
+	}
+	for i := range s.c {
+		c := &s.c[i]
+		if c.phase != acquiring {
+			c.start, c.nvotes, c.votes = 0, 0, [nMasters]vote{}
+		}
+		if c.phase == holding && c.until <= s.now {
+			c.until = 0
+		}
+		if c.phase == idle && int(c.attempt) >= cfg.Attempts {
+			c.made, c.known = false, [nMasters]int8{-1, -1, -1}
+		}
+	}
+}
+
+// violation returns the safety property s breaks, or "".
+func violation(_ Config, s state) string {
+	for i := range s.c {
+		for j := i + 1; j < len(s.c); j++ {
+			a, b := &s.c[i], &s.c[j]
+			if a.phase == holding && b.phase == holding && s.now < a.until && s.now < b.until {
+				return fmt.Sprintf("two holders at tick %d: client %d until %d, client %d until %d", s.now, i, a.until, j, b.until)
+			}
+		}
+	}
+	return ""
+}
+
+// An action is one step of the world: its kind, the Client and the master.
+type action struct {
+	kind   int8
+	client int8
+	master int8
+}
+
+// The kinds of action.
+const (
+	aTick = iota
+	aRestart
+	aStart
+	aDeadline
+	aUnlock
+	aUnlockLost
+	aAcquire
+	aAcquireReplyLost
+)
+
+// describe renders a for a trace, from the state s it was taken in.
+func (a action) describe(cfg Config, s state) string {
+	c, m := a.client, a.master
+	prefix := fmt.Sprintf("t=%d ", s.now)
+	switch a.kind {
+	case aTick:
+		return fmt.Sprintf("t=%d", s.now+1)
+	case aRestart:
+		return prefix + fmt.Sprintf("master %d restarts without its data", m)
+	case aStart:
+		made := ""
+		if !s.c[c].made {
+			made = " (made now: New asks every master's memory)"
+		}
+		return prefix + fmt.Sprintf("client %d starts acquiring (token %d)%s", c, s.c[c].token(int(c)), made)
+	case aDeadline:
+		return prefix + fmt.Sprintf("client %d's round reaches its deadline", c)
+	case aUnlock:
+		return prefix + fmt.Sprintf("client %d unlocks", c)
+	case aUnlockLost:
+		return prefix + fmt.Sprintf("client %d unlocks; its release to master %d is lost", c, m)
+	case aAcquire, aAcquireReplyLost:
+		n := s
+		yes, age := acquire(cfg, &n, int(m), s.c[c].token(int(c)))
+		lost := ""
+		if a.kind == aAcquireReplyLost {
+			lost = ", the reply lost"
+		}
+		if s.c[c].phase == releasing {
+			lost = ", and then its release (given up meanwhile)"
+		}
+		return prefix + fmt.Sprintf("master %d runs client %d's acquire: yes=%v memory age=%d%s", m, c, yes, age, lost)
+	}
+	return prefix + "?"
+}
+
+// successors calls emit with every state one step from s.
+func successors(cfg Config, s state, emit func(action, state)) {
+	if int(s.now) < cfg.Horizon {
+		n := s
+		n.now++
+		emit(action{kind: aTick}, n)
+	}
+	for i := range s.m {
+		// A restart comes more than the slack after the deployment's first
+		// marker (one within the slack of the first rounds is not seen:
+		// the README's limit).
+		seen := cfg.Guard == 0 || (s.first >= 0 && int(s.now) > int(s.first)+cfg.Slack)
+		if int(s.restarts) < cfg.Restarts && seen && (s.m[i].born >= 0 || s.m[i].val != 0) {
+			n := s
+			n.restarts++
+			n.m[i] = master{born: -1}
+			emit(action{kind: aRestart, master: int8(i)}, n)
+		}
+	}
+	for ci := range s.c {
+		c := &s.c[ci]
+		switch c.phase {
+		case idle:
+			if int(c.attempt) < cfg.Attempts {
+				n := s
+				if !c.made {
+					newClient(cfg, &n, ci) // New, just before the first attempt
+				}
+				nc := &n.c[ci]
+				nc.phase, nc.start, nc.nvotes, nc.votes = acquiring, s.now, 0, [nMasters]vote{}
+				for m := range nc.net {
+					nc.net[m] = acquireReq
+				}
+				emit(action{kind: aStart, client: int8(ci)}, n)
+			}
+		case acquiring:
+			if int(s.now) >= int(c.start)+cfg.NodeTimeout {
+				n := s
+				decide(cfg, &n, ci, true)
+				emit(action{kind: aDeadline, client: int8(ci)}, n)
+			}
+		case holding:
+			n := s
+			release(&n, ci, -1)
+			emit(action{kind: aUnlock, client: int8(ci)}, n)
+			for m := range s.m {
+				if int(s.losses) < cfg.Losses && s.m[m].val == c.token(ci) {
+					n := s
+					n.losses++
+					release(&n, ci, m)
+					emit(action{kind: aUnlockLost, client: int8(ci), master: int8(m)}, n)
+				}
+			}
+		}
+		for m, in := range c.net {
+			if in == none {
+				continue
+			}
+			n := s
+			deliver(cfg, &n, ci, m, false)
+			emit(action{kind: aAcquire, client: int8(ci), master: int8(m)}, n)
+			if int(s.losses) < cfg.Losses && c.phase == acquiring {
+				n := s
+				n.losses++
+				deliver(cfg, &n, ci, m, true)
+				emit(action{kind: aAcquireReplyLost, client: int8(ci), master: int8(m)}, n)
+			}
+		}
+	}
+}
+
+// deliver runs client ci's request in flight to master m; replyLost: the
+// master ran it, but the Client never hears the reply.
+func deliver(cfg Config, s *state, ci, m int, replyLost bool) {
+	c := &s.c[ci]
+	if c.net[m] != acquireReq {
+		return
+	}
+	c.net[m] = none
+	yes, age := acquire(cfg, s, m, c.token(ci))
+	switch {
+	case c.phase == releasing: // given up meanwhile: the key it may have set is released after
+		unset(s, ci, m)
+		if c.net == [nMasters]int8{} {
+			c.phase, c.attempt = idle, c.attempt+1
+		}
+	case c.phase == acquiring && !replyLost:
+		if age >= 0 {
+			c.known[m] = s.now - age // what the Client learns of the master (node.memory)
+		}
+		c.votes[c.nvotes] = vote{node: int8(m), yes: yes, age: age, at: s.now}
+		c.nvotes++
+		decide(cfg, s, ci, false)
+	} // holding: the key is the lock's, released with it
+}
+
+// unset is lua/release.lua on master m for client ci's token.
+func unset(s *state, ci, m int) {
+	if ms := &s.m[m]; ms.val == s.c[ci].token(ci) && ms.exp > s.now {
+		ms.val, ms.exp = 0, 0
+	}
+}
+
+// newClient is New's guard check on every master (lua/guard_check.lua):
+// it makes a missing marker, and the Client learns each memory's age.
+func newClient(cfg Config, s *state, ci int) {
+	c := &s.c[ci]
+	c.made = true
+	if cfg.Guard == 0 {
+		return
+	}
+	for m := range s.m {
+		markMemory(s, m)
+		c.known[m] = s.m[m].born
+	}
+}
+
+// markMemory is lua/memory.lua's first script on master m: a missing
+// marker is made, born now.
+func markMemory(s *state, m int) {
+	if s.m[m].born < 0 {
+		s.m[m].born = s.now
+		if s.first < 0 {
+			s.first = s.now
+		}
+	}
+}
+
+// acquire is lua/acquire.lua (with lua/memory.lua) on master m at s.now.
+func acquire(cfg Config, s *state, m int, token int8) (yes bool, age int8) {
+	ms := &s.m[m]
+	age = -1
+	if cfg.Guard > 0 {
+		markMemory(s, m)
+		age = s.now - ms.born
+	}
+	live := ms.val != 0 && ms.exp > s.now
+	switch {
+	case !live:
+		ms.val, ms.exp = token, s.now+int8(cfg.TTL)
+		return true, age
+	case ms.val == token:
+		ms.exp = max(ms.exp, s.now+int8(cfg.TTL))
+		return true, age
+	}
+	return false, age
+}
+
+// decide replays client ci's votes through the core's tally and, when it is
+// decided (or the deadline has come), takes the lock or releases all.
+func decide(cfg Config, s *state, ci int, deadline bool) {
+	c := &s.c[ci]
+	var known []time.Time
+	if cfg.Guard > 0 {
+		known = make([]time.Time, nMasters)
+		for m, b := range c.known {
+			if b >= 0 {
+				known[m] = at(b)
+			}
+		}
+	}
+	t := core.NewTally(nMasters, cfg.Guard > 0, cfg.Strict, tick(cfg.Slack), known)
+	guard := tick(max(cfg.Guard, cfg.TTL))
+	if cfg.Guard == 0 {
+		guard = 0
+	}
+	voted := [nMasters]bool{}
+	for _, v := range c.votes[:c.nvotes] {
+		voted[v.node] = true
+		t.Count(core.Vote{Node: int(v.node), Yes: v.yes, At: at(v.at),
+			Mem: core.Memory{Reported: v.age >= 0, Age: tick(int(v.age)), Longest: tick(cfg.TTL)}}, guard)
+	}
+	if !t.Decided() && !deadline {
+		return
+	}
+	if !t.Decided() {
+		for _, v := range voted {
+			if !v {
+				t.Fail()
+			}
+		}
+	}
+	t.End()
+	decided := s.now
+	if until, ok := core.Lease(t.Won(), at(c.start), at(decided), tick(cfg.TTL), 0.01); ok {
+		c.phase = holding
+		c.until = int8(until.Sub(at(0)) / tickLen) // rounds down: a window no longer than the core's
+		return
+	}
+	release(s, ci, -1)
+}
+
+// release releases client ci's key on every master (Redlock spec, step 4)
+// but lost (-1: none), in one step: the holder's window is over, and no
+// other Client can tell the releases' order apart from their effects on
+// its own attempts, which each interleaving of those attempts covers. A
+// request still in flight is followed by its release once it ran.
+func release(s *state, ci, lost int) {
+	c := &s.c[ci]
+	for m := range s.m {
+		if m != lost {
+			unset(s, ci, m)
+		}
+	}
+	if c.net == [nMasters]int8{} {
+		c.phase, c.attempt = idle, c.attempt+1
+		return
+	}
+	c.phase = releasing
+}
+
+// A tick is 10 ms: the drift allowance's fixed 2 ms then leaves a TTL of a
+// few ticks most of its validity.
+const tickLen = 10 * time.Millisecond
+
+func tick(n int) time.Duration { return time.Duration(n) * tickLen }
+
+func at(n int8) time.Time { return time.Unix(0, 0).Add(tick(int(n))) }
+
+// String renders a result for a test's log.
+func (r Result) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d states, depth %d, complete %v", r.States, r.Depth, r.Complete)
+	if r.Violation != "" {
+		fmt.Fprintf(&b, "\nVIOLATION: %s\ntrace:\n  %s", r.Violation, strings.Join(r.Trace, "\n  "))
+	}
+	return b.String()
+}
