@@ -477,7 +477,7 @@ func newScriptedFloor(clients []redis.UniversalClient) locker {
 	for _, c := range clients {
 		// The first call creates the master's memory marker and tells when
 		// the memory began ("born"): redlock then sends it with each call.
-		v, err := redlockAcquire.Run(bg, c, []string{"floor:warm"}, "t", ttl.Milliseconds(), "", "", "1", memoryMarker, "0").Slice()
+		v, err := redlockAcquire.Run(bg, c, []string{"floor:warm", "floor:warm" + wantedSuffix, memoryMarker}, "t", ttl.Milliseconds(), "", "", "1", "0").Slice()
 		if err != nil || len(v) != 4 {
 			panic(fmt.Sprint("floor-scripts: ", v, err))
 		}
@@ -485,6 +485,10 @@ func newScriptedFloor(clients []redis.UniversalClient) locker {
 	}
 	return f
 }
+
+// wantedSuffix ends a lock key's wanted key, as lua.go names it: redlock's
+// scripts declare it beside the key.
+const wantedSuffix = ":redlock-wanted"
 
 // redlock's scripts, from its sources (lua.go puts them together alike).
 var (
@@ -542,7 +546,7 @@ func (f *floor) try(ctx context.Context, key string) (func() error, error) {
 	release := func() error {
 		f.round(func(c redis.UniversalClient) bool {
 			if f.scripted {
-				return redlockRelease.Run(bg, c, []string{key}, token, "", "", "0").Err() == nil
+				return redlockRelease.Run(bg, c, []string{key, key + wantedSuffix}, token, "", "", "0").Err() == nil
 			}
 			return floorRelease.Run(bg, c, []string{key}, token).Err() == nil
 		})
@@ -551,7 +555,7 @@ func (f *floor) try(ctx context.Context, key string) (func() error, error) {
 	won, rest := f.round(func(c redis.UniversalClient) bool {
 		if f.scripted {
 			i := slices.Index(f.clients, c)
-			v, err := redlockAcquire.Run(ctx, c, []string{key}, token, ttl.Milliseconds(), "", "", "1", memoryMarker, f.known[i]).Result()
+			v, err := redlockAcquire.Run(ctx, c, []string{key, key + wantedSuffix, memoryMarker}, token, ttl.Milliseconds(), "", "", "1", f.known[i]).Result()
 			if err != nil {
 				return false
 			}

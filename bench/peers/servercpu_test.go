@@ -44,7 +44,7 @@ func BenchmarkServerCPU(b *testing.B) {
 	}
 	// The first acquisition creates the marker and tells when the memory
 	// began; redlock sends that with every call after.
-	v, err := redlockAcquire.Run(bg, c, []string{"cpu:warm"}, "t", ttl.Milliseconds(), "", "", "1", memoryMarker, "0").Slice()
+	v, err := redlockAcquire.Run(bg, c, []string{"cpu:warm", "cpu:warm" + wantedSuffix, memoryMarker}, "t", ttl.Milliseconds(), "", "", "1", "0").Slice()
 	if err != nil || len(v) != 4 {
 		b.Fatal("the first acquisition: ", v, err)
 	}
@@ -56,23 +56,23 @@ func BenchmarkServerCPU(b *testing.B) {
 		pair func(pl redis.Pipeliner, key string)
 	}{
 		{"redlock", func(pl redis.Pipeliner, key string) {
-			pl.EvalSha(bg, redlockAcquire.Hash(), []string{key}, "tok", ms, "", "", "1", memoryMarker, born)
-			pl.EvalSha(bg, redlockRelease.Hash(), []string{key}, "tok", "", "", "1")
+			pl.EvalSha(bg, redlockAcquire.Hash(), []string{key, key + wantedSuffix, memoryMarker}, "tok", ms, "", "", "1", born)
+			pl.EvalSha(bg, redlockRelease.Hash(), []string{key, key + wantedSuffix}, "tok", "", "", "1")
 		}},
 		{"multi-acquire", func(pl redis.Pipeliner, key string) {
 			pl.Do(bg, "multi")
 			pl.Do(bg, "get", memoryMarker)
 			pl.Do(bg, "set", key, "tok", "nx", "px", ms, "get")
 			pl.Do(bg, "exec")
-			pl.EvalSha(bg, redlockRelease.Hash(), []string{key}, "tok", "", "", "1")
+			pl.EvalSha(bg, redlockRelease.Hash(), []string{key, key + wantedSuffix}, "tok", "", "", "1")
 		}},
 		{"floor", func(pl redis.Pipeliner, key string) {
 			pl.SetNX(bg, key, "tok", ttl)
 			pl.EvalSha(bg, floorRelease.Hash(), []string{key}, "tok")
 		}},
 		{"empty-scripts", func(pl redis.Pipeliner, key string) {
-			pl.EvalSha(bg, empty.Hash(), []string{key}, "tok", ms, "", "", "1", memoryMarker, born)
-			pl.EvalSha(bg, empty.Hash(), []string{key}, "tok", "", "", "1")
+			pl.EvalSha(bg, empty.Hash(), []string{key, key + wantedSuffix, memoryMarker}, "tok", ms, "", "", "1", born)
+			pl.EvalSha(bg, empty.Hash(), []string{key, key + wantedSuffix}, "tok", "", "", "1")
 		}},
 		{"plain", func(pl redis.Pipeliner, key string) {
 			pl.Get(bg, memoryMarker)
