@@ -268,7 +268,7 @@ var mutants = []mutant{
 		name:    "timed-out-node-counts-as-yes",
 		file:    "quorum.go",
 		from:    "			r.failPending(c.nodes, pending, ErrNodeTimeout)",
-		to:      "			r.yes += npending",
+		to:      "			r.tally.Yes += npending",
 		killers: "TestNodeDeadlineIsEnforcedByTheLibrary",
 	},
 	{
