@@ -269,6 +269,24 @@ func (n *Node) Lease(ctx context.Context, key string) (value string, ttl time.Du
 	return value, ttl, at, err
 }
 
+// Sample returns the string values of the keys that match pattern on the
+// node, straight from the server (no proxy) within ctx, through Lease's
+// reader: never Admin, whose pool a node that is down would fill with dial
+// errors. A key that expires between the two reads is left out.
+func (n *Node) Sample(ctx context.Context, pattern string) (map[string]string, error) {
+	keys, err := n.reader.Keys(ctx, pattern).Result()
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]string, len(keys))
+	for _, k := range keys {
+		if v, err := n.reader.Get(ctx, k).Result(); err == nil {
+			out[k] = v
+		}
+	}
+	return out, nil
+}
+
 // KeyTTLs returns, for every node, the remaining time to live of each key
 // that matches pattern (negative for a key without expiry, as PTTL says).
 func (c *Cluster) KeyTTLs(t testing.TB, pattern string) []map[string]time.Duration {
