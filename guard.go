@@ -90,8 +90,9 @@ func ownKey(key string) bool {
 // down or slow, at maxmemory), which the votes meet in their turn. A Redis
 // Cluster node is not checked: its markers are one per hash tag.
 func checkGuardRights(ctx context.Context, n *node) error {
-	check := func(ctx context.Context, c redis.UniversalClient) error {
-		return runScript(ctx, c, guardCheckScript.evalsha(1, plainMarkerKey)).Err()
+	check := func(ctx context.Context, c redis.UniversalClient) (v [3]int64, err error) {
+		err = replyInts(runScript(ctx, c, guardCheckScript.evalsha(1, plainMarkerKey)), v[:], "guard check")
+		return v, err
 	}
 	var err error
 	switch c := n.client.(type) {
@@ -100,14 +101,13 @@ func checkGuardRights(ctx context.Context, n *node) error {
 	case *redis.Client:
 		// One master: the Client learns its memory's age (G2).
 		var v [3]int64
-		err = replyInts(runScript(ctx, c, guardCheckScript.evalsha(1, plainMarkerKey)), v[:], "guard check")
-		if err == nil {
+		if v, err = check(ctx, c); err == nil {
 			n.memory(nil, v[0], v[1], v[2])
 		}
 	case *redis.Ring:
 		var mu sync.Mutex
 		_ = c.ForEachShard(ctx, func(ctx context.Context, s *redis.Client) error {
-			if e := check(ctx, s); missingRight(e) {
+			if _, e := check(ctx, s); missingRight(e) {
 				mu.Lock()
 				err = e
 				mu.Unlock()
@@ -115,7 +115,7 @@ func checkGuardRights(ctx context.Context, n *node) error {
 			return nil
 		})
 	default:
-		err = check(ctx, c)
+		_, err = check(ctx, c)
 	}
 	if !missingRight(err) {
 		return nil

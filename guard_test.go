@@ -74,8 +74,8 @@ func TestAYoungYesThatWouldCompleteTheMajorityIsHeldBack(t *testing.T) {
 		}
 		c := m.client(opts...)
 		r := &round{op: "lock", key: "k", quorum: 3, start: time.Now(), guardTTL: time.Minute, nodes: 5}
-		r.tally = core.NewTally(5, true, tc.strict, memorySlack, nil) // nothing known of the masters before
-		first := young                                                // masters 3 and 4: in a fresh deployment as young as master 0
+		r.tally = core.NewTally(5, true, tc.strict, memorySlack) // nothing known of the masters before
+		first := young                                           // masters 3 and 4: in a fresh deployment as young as master 0
 		if tc.witness {
 			first = old
 		}

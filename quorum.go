@@ -322,16 +322,14 @@ func (rc *roundCalls) returned() {
 func (c *Client) newRound(op, key string, guardTTL time.Duration) *round {
 	n := len(c.nodes)
 	r := &round{op: op, key: key, quorum: c.quorum, start: time.Now(), guardTTL: guardTTL, nodes: n}
-	var known []time.Time
+	r.tally = core.NewTally(n, guardTTL > 0, c.cfg.strictGuard, memorySlack)
 	if guardTTL > 0 {
-		known = make([]time.Time, n)
 		for i, nd := range c.nodes {
 			if k := nd.known.Load(); k != nil {
-				known[i] = k.since
+				r.tally.Know(i, k.since)
 			}
 		}
 	}
-	r.tally = core.NewTally(n, guardTTL > 0, c.cfg.strictGuard, memorySlack, known)
 	return r
 }
 

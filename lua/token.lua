@@ -29,10 +29,11 @@ local function wanted(w, v)
   return type(m) == 'string' and m == fingerprint(v)
 end
 
--- mark: record in the wanted key w that lock key k's value v (another
--- holder's, or a foreign value) refused a waiter: w holds v's fingerprint
--- fp, and lives as long as k does (ttl ms when k has no expiry), so it
--- never outlives the value it names by much. Nothing is written to k.
+-- mark: record in the wanted key w that lock key k's value, whose
+-- fingerprint is fp (another holder's token, or a foreign value), refused a
+-- waiter: w holds fp, and lives as long as k does (ttl ms when k has no
+-- expiry), so it never outlives the value it names by much. Nothing is
+-- written to k.
 local function mark(k, w, fp, ttl)
   if not fp or redis.pcall('GET', w) == fp then
     return

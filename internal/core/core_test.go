@@ -13,7 +13,7 @@ func yes(node int, age time.Duration) Vote {
 
 // I1: a majority wins; more than n − quorum failures lose.
 func TestTallyMajority(t *testing.T) {
-	tl := NewTally(5, false, false, time.Second, nil)
+	tl := NewTally(5, false, false, time.Second)
 	for i := range 2 {
 		tl.Count(Vote{Node: i, Yes: true, At: t0}, 0)
 	}
@@ -24,7 +24,7 @@ func TestTallyMajority(t *testing.T) {
 	if !tl.Won() || !tl.Decided() {
 		t.Fatal("3 of 5 yes votes did not win")
 	}
-	lost := NewTally(5, false, false, time.Second, nil)
+	lost := NewTally(5, false, false, time.Second)
 	lost.Count(Vote{Node: 0, At: t0}, 0)
 	lost.Count(Vote{Node: 1, Err: true, At: t0}, 0)
 	lost.Fail()
@@ -70,7 +70,12 @@ func TestTallyGuard(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			tl := NewTally(5, true, tc.strict, time.Second, tc.known)
+			tl := NewTally(5, true, tc.strict, time.Second)
+			for i, k := range tc.known {
+				if !k.IsZero() {
+					tl.Know(i, k)
+				}
+			}
 			var kinds []Kind
 			for _, v := range tc.votes {
 				for _, o := range tl.Count(v, g) {

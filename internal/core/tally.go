@@ -54,13 +54,18 @@ type Tally struct {
 	// count for the round (no, error, quarantined, not asked).
 	Yes, Failed int
 
-	mems     []Memory    // by node, as reported
-	births   []time.Time // by node, when a reported memory began by the Client's clock (At − Age)
-	known    []time.Time // by node, when each memory began as the Client knew it; zero: unknown
-	reported int         // how many masters reported their memory
-	held     []young     // young yes votes not decided yet
-	counted  []young     // yes votes counted with a memory, while the guard may grow
+	masters  []master // by node: what the guard knows of each (one allocation a round)
+	reported int      // how many masters reported their memory
+	held     []young  // young yes votes not decided yet
+	counted  []young  // yes votes counted with a memory, while the guard may grow
 	out      []Outcome
+}
+
+// A master is what a guarded round knows of one master's memory.
+type master struct {
+	reported bool      // it reported its memory in this round
+	born     time.Time // when that memory began, by the Client's clock (At − Age)
+	known    time.Time // when it began as the Client knew at the round's start; zero: unknown
 }
 
 // A young is a yes with a reported memory, held back or counted.
@@ -74,21 +79,27 @@ type young struct {
 // NewTally returns the tally of a round over n masters; guarded puts it
 // under the restart guard, strict waits for every master's report (I4),
 // slack is how much older than a young master's memory a witness's must
-// be (I3). known, when not nil, holds by node when each master's memory
-// began by the Client's clock, as the Client knew it when the round started
-// (zero: unknown): a master known to be older than a young one must report
-// before that young one counts (I4).
+// be (I3). Know tells it what the Client knew of each master before the
+// round: a master known to be older than a young one must report before
+// that young one counts (I4).
 //
 // Memories are compared by when they began on the Client's clock (a
 // reply's arrival less the age it reports), not by their ages, which the
 // masters report at different moments.
-func NewTally(n int, guarded, strict bool, slack time.Duration, known []time.Time) Tally {
-	t := Tally{n: n, quorum: Quorum(n), guarded: guarded, strict: strict, slack: slack, known: known}
+func NewTally(n int, guarded, strict bool, slack time.Duration) Tally {
+	t := Tally{n: n, quorum: Quorum(n), guarded: guarded, strict: strict, slack: slack}
 	if guarded {
-		t.mems = make([]Memory, n)
-		t.births = make([]time.Time, n)
+		t.masters = make([]master, n)
 	}
 	return t
+}
+
+// Know records that the Client knew, before the round, that node's memory
+// began at born by its own clock. Only a guarded tally keeps it.
+func (t *Tally) Know(node int, born time.Time) {
+	if t.guarded {
+		t.masters[node].known = born
+	}
 }
 
 // Quorum is how many yes votes win the round.
@@ -112,11 +123,12 @@ func (t *Tally) Fail() { t.Failed++ }
 func (t *Tally) Count(v Vote, guard time.Duration) []Outcome {
 	t.out = t.out[:0]
 	born := v.At.Add(-v.Mem.Age)
+	reported := !v.Err && v.Mem.Reported
 	if t.guarded {
-		t.mems[v.Node], t.births[v.Node] = v.Mem, born
+		m := &t.masters[v.Node]
+		m.reported, m.born = reported, born
 		t.recheck(guard)
 	}
-	reported := !v.Err && v.Mem.Reported
 	switch {
 	case v.Yes && !v.Err && guard > 0 && reported && v.Mem.Age < guard:
 		t.held = append(t.held, young{node: v.Node, age: v.Mem.Age, at: v.At, born: born})
@@ -198,8 +210,8 @@ func (t *Tally) recheck(guard time.Duration) {
 // more than the slack: it may be the witness, and the round waits for it
 // (I4).
 func (t *Tally) knownOlder(born time.Time) bool {
-	for i, k := range t.known {
-		if !t.mems[i].Reported && !k.IsZero() && k.Before(born.Add(-t.slack)) {
+	for _, m := range t.masters {
+		if !m.reported && !m.known.IsZero() && m.known.Before(born.Add(-t.slack)) {
 			return true
 		}
 	}
@@ -209,8 +221,8 @@ func (t *Tally) knownOlder(born time.Time) bool {
 // olderThan reports whether a master reported a memory older than one born
 // at born by more than the slack (I3).
 func (t *Tally) olderThan(born time.Time) bool {
-	for i, m := range t.mems {
-		if m.Reported && t.births[i].Before(born.Add(-t.slack)) {
+	for _, m := range t.masters {
+		if m.reported && m.born.Before(born.Add(-t.slack)) {
 			return true
 		}
 	}

@@ -435,16 +435,12 @@ func acquire(cfg Config, s *state, m int, token int8) (yes bool, age int8) {
 // decided (or the deadline has come), takes the lock or releases all.
 func decide(cfg Config, s *state, ci int, deadline bool) {
 	c := &s.c[ci]
-	var known []time.Time
-	if cfg.Guard > 0 {
-		known = make([]time.Time, nMasters)
-		for m, b := range c.known {
-			if b >= 0 {
-				known[m] = at(b)
-			}
+	t := core.NewTally(nMasters, cfg.Guard > 0, cfg.Strict, tick(cfg.Slack))
+	for m, b := range c.known {
+		if b >= 0 {
+			t.Know(m, at(b)) // a no-op without the guard
 		}
 	}
-	t := core.NewTally(nMasters, cfg.Guard > 0, cfg.Strict, tick(cfg.Slack), known)
 	guard := tick(max(cfg.Guard, cfg.TTL))
 	if cfg.Guard == 0 {
 		guard = 0

@@ -85,8 +85,8 @@ var mutants = []mutant{
 	{
 		name:    "core-guard-counts-young-votes-while-an-older-master-answered",
 		file:    "internal/core/tally.go",
-		from:    "		if m.Reported && t.births[i].Before(born.Add(-t.slack)) {\n",
-		to:      "		if false && m.Reported && t.births[i].Before(born.Add(-t.slack)) {\n",
+		from:    "		if m.reported && m.born.Before(born.Add(-t.slack)) {\n",
+		to:      "		if false && m.reported && m.born.Before(born.Add(-t.slack)) {\n",
 		killers: "TestProtocolModel",
 	},
 	{
