@@ -58,13 +58,13 @@ mutants:
 	scripts/ensure-redis.sh
 	go run ./internal/mutants
 
-## chaos-soak: the fault suite's random soak and its whole-API fault generator for longer
+## chaos-soak: the fault suite's random soaks (in one process, and across processes with porcupine) and its whole-API fault generator for longer
 ## (CI: a 3 s soak, 12 s under -race, and 20000 generator calls; here SOAK and OPS)
 SOAK ?= 60s
 OPS ?= 200000
 chaos-soak:
 	scripts/ensure-redis.sh
-	go test -race -count=1 -timeout 0 -run 'TestChaos/(18|20)' -v . -args -chaos.soak=$(SOAK) -chaos.ops=$(OPS)
+	go test -race -count=1 -timeout 0 -run 'TestChaos/(18|20|27)' -v . -args -chaos.soak=$(SOAK) -chaos.ops=$(OPS)
 
 ## bench: benchmarks on real redis-server processes (compare runs with benchstat)
 bench:

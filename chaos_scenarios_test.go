@@ -587,6 +587,9 @@ var scenarios = []struct {
 	}},
 
 	{"23_rolling_restarts_under_do", rollingRestarts},
+
+	{"27_processes_linearizable", func(s *scenario) { s.processes(4) }},
+	{"27b_processes_without_the_lock", func(s *scenario) { s.processesUnlocked(4) }},
 }
 
 // jump is a forward clock jump that outlives a TTL: whole seconds, since

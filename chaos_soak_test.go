@@ -7,15 +7,33 @@ import (
 	"time"
 )
 
-// soak runs the load ld while a seeded random schedule injects the
-// faults that must stay safe: pauses, kills with restarts delayed past the
-// TTL, black holes, lost replies, latency and resets, on at most two nodes
-// at a time so that the load keeps making progress.
+// soak runs the load ld under the random fault schedule, then checks it.
 func soak(s *scenario, ld *load) {
-	length := scaled(3 * time.Second)
-	if *soakFlag > 0 {
-		length = *soakFlag
+	length := soakLength()
+	faults := s.faultSchedule(length)
+	acquired, failed := ld.Stop()
+	s.t.Logf("soak %v: %d faults, %d acquisitions, %d Lock calls ended by the soak's end or a fault", length, faults, acquired, failed)
+	if acquired == 0 {
+		s.t.Fatal("no acquisition during the soak")
 	}
+	s.assertSafe()
+}
+
+// soakLength is how long a soak's fault schedule runs: 3 s scaled, or
+// -chaos.soak.
+func soakLength() time.Duration {
+	if *soakFlag > 0 {
+		return *soakFlag
+	}
+	return scaled(3 * time.Second)
+}
+
+// faultSchedule injects, for length, a seeded random schedule of the faults
+// that must stay safe: pauses, kills with restarts delayed past the TTL,
+// black holes, lost replies, latency and resets, on at most two nodes at a
+// time so that a load keeps making progress. It heals every node before it
+// returns the number of faults injected.
+func (s *scenario) faultSchedule(length time.Duration) int {
 	type state struct {
 		faulty bool
 		killed time.Time
@@ -88,10 +106,5 @@ func soak(s *scenario, ld *load) {
 			heal(i)
 		}
 	}
-	acquired, failed := ld.Stop()
-	s.t.Logf("soak %v: %d faults, %d acquisitions, %d Lock calls ended by the soak's end or a fault", length, faults, acquired, failed)
-	if acquired == 0 {
-		s.t.Fatal("no acquisition during the soak")
-	}
-	s.assertSafe()
+	return faults
 }

@@ -3,6 +3,7 @@ module github.com/redlock-go/redlock
 go 1.24
 
 require (
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/google/uuid v1.6.0
 	github.com/hashicorp/go-multierror v1.1.1
 	github.com/redis/go-redis/v9 v9.22.0
