@@ -5,8 +5,11 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
+
+	"github.com/redlock-go/redlock/internal/core"
 )
 
 // Extend makes the lock live at least ttl from now on every node that still
@@ -87,6 +90,13 @@ func (l *Lock) extend(ctx context.Context, ttl time.Duration) error {
 	// ahead, and another Client took the key meanwhile).
 	lengthens := validUntil(start, ttl, c.cfg.driftFactor).After(until)
 	skip, widen := l.extendSkips(lengthens)
+	if guard && l.needsWitnesses() {
+		for i, err := range skip {
+			if errors.Is(err, ErrNodeRefused) {
+				skip[i] = nil // asked below for its memory's report
+			}
+		}
+	}
 	var take *acquireRound // for the masters that may lack the key (quorumfirst.go)
 	if widen {
 		take = &acquireRound{l: l, ttl: ttl, args: newRoundArgs(l.key, l.token, ttl, notice{}, guard), take: true}
@@ -100,7 +110,17 @@ func (l *Lock) extend(ctx context.Context, ttl time.Duration) error {
 			return take.call(ctx, n)
 		}
 		if err := h.await(ctx); err != nil {
-			return ballot{}, refusalAsVote(err)
+			if !guard || !errors.Is(err, ErrNodeRefused) || !l.needsWitnesses() {
+				return ballot{}, refusalAsVote(err)
+			}
+			// A master that refused the lock, asked for its memory's
+			// report: the young votes may need it (I4). It repairs
+			// nothing (born 0), and a yes is our token's, found there.
+			b, err := n.extend(ctx, args, 0)
+			if err == nil && b.yes {
+				h.tokenSeen()
+			}
+			return b, err
 		}
 		b, err := n.extend(ctx, args, h.born.Load())
 		if err == nil && b.yes {
@@ -110,6 +130,25 @@ func (l *Lock) extend(ctx context.Context, ttl time.Duration) error {
 		return b, err
 	})
 	return l.extended(ctx, r, start, ttl)
+}
+
+// needsWitnesses reports whether an extension round must also ask the
+// masters that refused the lock, for their memory's report: under the
+// guard, when fewer than core.Witnessed(n) masters are known to hold our
+// key (a yes that reported its memory), a young yes could not count
+// without them (I4). Such a master sets nothing: no token of ours is
+// there, and there is nothing to repair.
+func (l *Lock) needsWitnesses() bool {
+	refused, known := 0, 0
+	for _, h := range l.holds {
+		switch {
+		case h.refused():
+			refused++
+		case h.born.Load() != 0:
+			known++
+		}
+	}
+	return refused > 0 && known < core.Witnessed(len(l.holds))
 }
 
 // extended applies an extension round r, started at start for ttl, to the

@@ -26,20 +26,23 @@ import (
 //     answers with a memory older than its own by more than memorySlack:
 //     that master remembers a time the young one has forgotten, when it may
 //     have granted a lock still alive.
-//   - G2: it is counted once a majority of the masters has reported its
-//     memory, none is older, and no master this Client knew to be older
-//     (from an earlier report, or New's check) is yet to report. Redlock's
-//     fault model is a minority of masters failing, here losing its data
-//     (a restart without it, whether or not the master held anything): the
-//     masters that kept theirs are then a majority, each born before any
-//     lock the young one forgot, and any majority of reports includes one
-//     of them. So a fresh deployment, where every marker is born in the
-//     same few rounds, takes locks at once, with a minority of its masters
-//     down.
+//   - G2: it is counted once core.Witnessed(n) = n − n/2 + 1 masters have
+//     reported their memory (4 of 5, 5 of 7, all of 3), none is older, and
+//     no master this Client knew to be older (from an earlier report, or
+//     New's check) is yet to report. A live lock's majority then shares two
+//     masters with the reports, each marked before that lock; one of them
+//     is a witness unless both lost their data. A master never marked
+//     (every script that could mark it failed, or never reached it) looks
+//     as young as one that lost its data, so fewer reports cannot tell a
+//     single loss from a fresh deployment. So a fresh deployment of five
+//     masters takes locks at once with one master down; two masters losing
+//     their data within the guard is outside this rule (G3 covers it).
+//     Extend, under the guard, also asks the masters that refused the lock,
+//     for their reports (Lock.needsWitnesses).
 //   - G3: with WithStrictRestartGuard, it is counted only once every master
-//     has reported: a majority losing its data at once, outside the model,
-//     is then covered too, at the price of a fresh deployment with a master
-//     down taking no lock until its markers are older than the guard.
+//     has reported: any minority losing its data at once is then covered
+//     too, at the price of a fresh deployment with a master down taking no
+//     lock until its markers are older than the guard.
 //   - G4: it is not counted when the round ends (the node deadline, the
 //     caller's ctx) before G2 or G3 decided it: the reports missing may be
 //     the witness's. An answer that is an error reports nothing (a master

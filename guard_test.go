@@ -53,20 +53,21 @@ func TestRestartedMasterIsQuarantined(t *testing.T) {
 // masters give, so the test above meets the second case only by chance; here
 // the round counts the votes in that order itself. With a witness (an older
 // master among the first answers) the young yes is quarantined (G1); with
-// none, the three young reports are a majority, and it counts (G2), unless
-// the guard is strict (G3).
+// none, three young reports of five are too few, and a fourth (a young no)
+// makes it count (G2: core.Witnessed), unless the guard is strict (G3).
 func TestAYoungYesThatWouldCompleteTheMajorityIsHeldBack(t *testing.T) {
 	m := newMinis(t, 5, nil)
 	old := memory{reported: true, age: time.Hour, longest: time.Minute, born: 1}
 	young := memory{reported: true, age: time.Second, longest: time.Minute, born: 2}
 	for _, tc := range []struct {
-		witness, strict, youngFirst, counted bool
+		witness, strict, youngFirst, fourth, counted bool
 	}{
 		{witness: true, strict: false, counted: false},
 		{witness: true, strict: true, counted: false},
 		{witness: true, youngFirst: true, counted: false},
-		{witness: false, strict: false, counted: true},
-		{witness: false, strict: true, counted: false},
+		{witness: false, strict: false, counted: false},
+		{witness: false, strict: false, fourth: true, counted: true},
+		{witness: false, strict: true, fourth: true, counted: false},
 	} {
 		var opts []Option
 		if tc.strict {
@@ -86,6 +87,9 @@ func TestAYoungYesThatWouldCompleteTheMajorityIsHeldBack(t *testing.T) {
 		}
 		if tc.youngFirst { // the young yes before its witnesses: held until they answer
 			votes = append(votes[2:], votes[:2]...)
+		}
+		if tc.fourth { // master 1 refuses, reporting a memory as young
+			votes = append([]vote{{node: 1, ballot: ballot{mem: first}, at: time.Now()}}, votes...)
 		}
 		for _, v := range votes {
 			r.count(bg, c, v)
@@ -180,7 +184,7 @@ func freshMinis(t *testing.T, n int) *minis {
 // remembers further back. Here the lock lives on exactly three masters
 // (master 3 holds the key for another token), and Extend keeps it. The
 // strict guard (G3) is the control: it cannot tell, and says so.
-func TestFreshDeploymentWithAMinorityDownTakesALock(t *testing.T) {
+func TestFreshDeploymentWithOneMasterDownTakesALock(t *testing.T) {
 	for _, down := range []string{"hung", "down"} {
 		for _, strict := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/strict=%v", down, strict), func(t *testing.T) {

@@ -11,6 +11,23 @@ func yes(node int, age time.Duration) Vote {
 	return Vote{Node: node, Yes: true, Mem: Memory{Reported: true, Age: age}, At: t0}
 }
 
+func no(node int, age time.Duration) Vote {
+	return Vote{Node: node, Mem: Memory{Reported: true, Age: age}, At: t0}
+}
+
+// I4: the reports a young yes needs share two masters with any majority.
+func TestWitnessed(t *testing.T) {
+	for n, want := range map[int]int{1: 1, 2: 2, 3: 3, 4: 3, 5: 4, 6: 4, 7: 5, 9: 6} {
+		got := Witnessed(n)
+		if got != want {
+			t.Errorf("Witnessed(%d) = %d, want %d", n, got, want)
+		}
+		if n > 1 && got+Quorum(n)-n < 2 {
+			t.Errorf("Witnessed(%d) = %d shares fewer than two masters with a majority", n, got)
+		}
+	}
+}
+
 // I1: a majority wins; more than n − quorum failures lose.
 func TestTallyMajority(t *testing.T) {
 	tl := NewTally(5, false, false, time.Second)
@@ -48,9 +65,9 @@ func TestLease(t *testing.T) {
 	}
 }
 
-// I3, I4, I5: a young yes is quarantined by an older report, counts at a
-// majority of reports (all, when strict) unless a master known to be older
-// has not reported, and does not count when the round ends first.
+// I3, I4, I5: a young yes is quarantined by an older report, counts once
+// Witnessed(n) masters reported (all, when strict) unless a master known to
+// be older has not reported, and does not count when the round ends first.
 func TestTallyGuard(t *testing.T) {
 	const g = time.Minute
 	old, young := time.Hour, time.Second
@@ -63,7 +80,8 @@ func TestTallyGuard(t *testing.T) {
 		kinds  []Kind // of the outcomes after End
 	}{
 		{"witness", false, nil, []Vote{yes(0, young), yes(1, old), yes(2, old)}, false, []Kind{Quarantined}},
-		{"fresh majority", false, nil, []Vote{yes(0, young), yes(1, young), yes(2, young)}, true, nil},
+		{"fresh, a majority reported", false, nil, []Vote{yes(0, young), yes(1, young), yes(2, young)}, false, []Kind{Unknown, Unknown, Unknown}},
+		{"fresh, Witnessed reported", false, nil, []Vote{yes(0, young), yes(1, young), no(3, young), yes(2, young)}, true, []Kind{Refused}},
 		{"strict waits for all", true, nil, []Vote{yes(0, young), yes(1, young), yes(2, young)}, false, []Kind{Unknown, Unknown, Unknown}},
 		{"a known older master yet to report", false, []time.Time{{}, {}, {}, t0.Add(-old), {}},
 			[]Vote{yes(0, young), yes(1, young), yes(2, young)}, false, []Kind{Unknown, Unknown, Unknown}},

@@ -20,10 +20,13 @@
 //   - I3 (guard, witness): a yes from a master whose memory is younger
 //     than the guard is not counted once any master reported a memory
 //     older than it by more than the slack.
-//   - I4 (guard, majority of reports): such a yes counts only once a
-//     majority of masters reported its memory (every master, when strict),
-//     none is older, and no master the Client knew to be older is yet to
-//     report.
+//   - I4 (guard, enough reports): such a yes counts only once
+//     Witnessed(n) = n − Quorum(n) + 2 masters reported their memory
+//     (every master, when strict), none is older, and no master the Client
+//     knew to be older is yet to report. Any majority that granted a live
+//     lock then shares two masters with the reports, so one of them is a
+//     witness unless two masters lost their data within the guard (one
+//     more than the default tolerates; strict tolerates a minority).
 //   - I5 (guard, end): a yes still held back when the round ends does not
 //     count.
 package core

@@ -172,7 +172,7 @@ func (t *Tally) fail(node int, k Kind, at time.Time) {
 // settle decides the held votes it can: quarantined once a witness
 // answered (I3), counted once enough masters reported (I4).
 func (t *Tally) settle() {
-	enough := t.quorum // I4
+	enough := Witnessed(t.n) // I4
 	if t.strict {
 		enough = t.n
 	}

@@ -13,6 +13,17 @@ const ClockPrecision = 2 * time.Millisecond
 // Quorum is the majority of n masters: n/2+1 (I1).
 func Quorum(n int) int { return n/2 + 1 }
 
+// Witnessed is how many of n masters must report their memory, none older,
+// before a young yes counts (I4): n − Quorum(n) + 2, at most n. Any
+// majority that granted a lock still alive then shares at least two
+// masters with the reports, each remembering since before that lock unless
+// it lost its data; so as long as at most one master lost its data within
+// the guard, one of them reports an older memory (I3). Fewer reports do
+// not tell a master that lost its data from masters never marked (every
+// script that could mark them failed, or never reached them): all look as
+// young as each other.
+func Witnessed(n int) int { return min(n, n-Quorum(n)+2) }
+
 // Drift is the time a lock of the given ttl gives up for clock drift:
 // ttl·factor + 2 ms (Redlock spec, step 3). factor must be in [0, 1) and ttl
 // non-negative; the result is then in [ClockPrecision, ttl+ClockPrecision).

@@ -20,6 +20,8 @@ package model
 import (
 	"fmt"
 	"hash/maphash"
+	"math/bits"
+	"slices"
 	"strings"
 	"time"
 
@@ -43,12 +45,13 @@ type Config struct {
 	Attempts    int  // acquisitions per Client
 	Restarts    int  // master restarts without data, at most
 	Losses      int  // requests or replies lost, at most
+	Unreached   int  // masters New's check did not reach, at most, in all
 	MaxStates   int  // stop after this many states (0: no limit)
 }
 
 // DefaultConfig is the world CI explores.
 func DefaultConfig() Config {
-	return Config{TTL: 4, NodeTimeout: 1, Guard: 4, Slack: 1, Horizon: 4, Attempts: 1, Restarts: 1, Losses: 1, MaxStates: 30_000_000}
+	return Config{TTL: 4, NodeTimeout: 1, Guard: 4, Slack: 1, Horizon: 4, Attempts: 1, Restarts: 1, Losses: 1, Unreached: 2, MaxStates: 30_000_000}
 }
 
 type master struct {
@@ -95,12 +98,13 @@ type client struct {
 func (c *client) token(i int) int8 { return int8(i*8 + int(c.attempt) + 1) }
 
 type state struct {
-	first    int8 // when the deployment's first marker was made; -1: none yet
-	now      int8
-	restarts int8
-	losses   int8
-	m        [nMasters]master
-	c        [nClients]client
+	first     int8 // when the deployment's first marker was made; -1: none yet
+	now       int8
+	restarts  int8
+	losses    int8
+	unreached int8
+	m         [nMasters]master
+	c         [nClients]client
 }
 
 // Result is what a run of the checker found.
@@ -128,7 +132,8 @@ func Check(cfg Config) Result {
 		}
 	}
 	seed := maphash.MakeSeed()
-	seen := map[uint64]struct{}{maphash.Comparable(seed, s0): {}}
+	seen := newFingerprints()
+	seen.add(maphash.Comparable(seed, s0))
 	steps := []step{{parent: -1}}
 	level, levelIdx := []state{s0}, []int32{0}
 	res := Result{Complete: true}
@@ -150,10 +155,9 @@ func Check(cfg Config) Result {
 			successors(cfg, s, func(a action, n state) {
 				canon(cfg, &n)
 				h := maphash.Comparable(seed, n)
-				if _, ok := seen[h]; ok {
+				if !seen.add(h) {
 					return
 				}
-				seen[h] = struct{}{}
 				steps = append(steps, step{parent: levelIdx[k], act: a})
 				next = append(next, n)
 				nextIdx = append(nextIdx, int32(len(steps)-1))
@@ -178,14 +182,18 @@ func trace(cfg Config, s0 state, steps []step, i int32) []string {
 		acts = append(acts, steps[i].act)
 	}
 	var out []string
-	s := s0
+	s, names := s0, identity // names: each canonical master's number in s0
 	for k := len(acts) - 1; k >= 0; k-- {
 		a := acts[k]
-		out = append(out, a.describe(cfg, s))
+		out = append(out, a.describe(cfg, s, names))
 		successors(cfg, s, func(b action, n state) {
 			if b == a {
-				canon(cfg, &n)
+				perm := canon(cfg, &n)
 				s = n
+				old := names
+				for j, i := range perm {
+					names[j] = old[i]
+				}
 			}
 		})
 	}
@@ -195,7 +203,7 @@ func trace(cfg Config, s0 state, steps []step, i int32) []string {
 // canon forgets what no later step can tell apart, so that states that
 // differ only there are one: an expired key, a decided round's votes, a
 // validity window that is over, a Client that is done.
-func canon(cfg Config, s *state) {
+func canon(cfg Config, s *state) (perm [nMasters]int) {
 	for i := range s.m {
 		if s.m[i].val != 0 && s.m[i].exp <= s.now {
 			s.m[i].val, s.m[i].exp = 0, 0
@@ -213,6 +221,63 @@ func canon(cfg Config, s *state) {
 			c.made, c.known = false, [nMasters]int8{-1, -1, -1}
 		}
 	}
+	return symmetric(s)
+}
+
+// The identity numbering of the masters.
+var identity = [nMasters]int{0, 1, 2}
+
+// symmetric renumbers the masters in the order of what each holds and
+// what each Client knows of it and has in flight to it: the masters are
+// interchangeable, so states that differ only in their numbering are one
+// (symmetry reduction, as TLC's SYMMETRY).
+func symmetric(s *state) [nMasters]int {
+	const width = 3 + nClients*5
+	var keys [nMasters][width]int8
+	for i := range s.m {
+		k := &keys[i]
+		k[0], k[1], k[2] = s.m[i].val, s.m[i].exp, s.m[i].born
+		for ci := range s.c {
+			c := &s.c[ci]
+			o := 3 + ci*5
+			k[o], k[o+1], k[o+2] = c.known[i], c.net[i], -1
+			for v := range c.votes[:c.nvotes] {
+				if int(c.votes[v].node) == i {
+					k[o+2], k[o+3], k[o+4] = int8(v), c.votes[v].age, boolInt8(c.votes[v].yes)
+				}
+			}
+		}
+	}
+	perm := identity
+	slices.SortStableFunc(perm[:], func(a, b int) int { return slices.Compare(keys[a][:], keys[b][:]) })
+	if perm == identity {
+		return perm
+	}
+	var inv [nMasters]int8
+	for j, i := range perm {
+		inv[i] = int8(j)
+	}
+	old := *s
+	for j, i := range perm {
+		s.m[j] = old.m[i]
+		for ci := range s.c {
+			s.c[ci].known[j], s.c[ci].net[j] = old.c[ci].known[i], old.c[ci].net[i]
+		}
+	}
+	for ci := range s.c {
+		c := &s.c[ci]
+		for v := range c.votes[:c.nvotes] {
+			c.votes[v].node = inv[c.votes[v].node]
+		}
+	}
+	return perm
+}
+
+func boolInt8(b bool) int8 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // violation returns the safety property s breaks, or "".
@@ -247,19 +312,28 @@ const (
 	aAcquireReplyLost
 )
 
-// describe renders a for a trace, from the state s it was taken in.
-func (a action) describe(cfg Config, s state) string {
+// describe renders a for a trace, from the state s it was taken in, with
+// each master by its name in the trace's first state.
+func (a action) describe(cfg Config, s state, names [nMasters]int) string {
 	c, m := a.client, a.master
+	name := names[max(0, min(int(m), nMasters-1))]
 	prefix := fmt.Sprintf("t=%d ", s.now)
 	switch a.kind {
 	case aTick:
 		return fmt.Sprintf("t=%d", s.now+1)
 	case aRestart:
-		return prefix + fmt.Sprintf("master %d restarts without its data", m)
+		return prefix + fmt.Sprintf("master %d restarts without its data", name)
 	case aStart:
 		made := ""
 		if !s.c[c].made {
-			made = " (made now: New asks every master's memory)"
+			var reached []int
+			for i := range nMasters {
+				if m&(1<<i) != 0 {
+					reached = append(reached, names[i])
+				}
+			}
+			slices.Sort(reached)
+			made = fmt.Sprintf(" (made now: New's check reaches masters %v)", reached)
 		}
 		return prefix + fmt.Sprintf("client %d starts acquiring (token %d)%s", c, s.c[c].token(int(c)), made)
 	case aDeadline:
@@ -267,7 +341,7 @@ func (a action) describe(cfg Config, s state) string {
 	case aUnlock:
 		return prefix + fmt.Sprintf("client %d unlocks", c)
 	case aUnlockLost:
-		return prefix + fmt.Sprintf("client %d unlocks; its release to master %d is lost", c, m)
+		return prefix + fmt.Sprintf("client %d unlocks; its release to master %d is lost", c, name)
 	case aAcquire, aAcquireReplyLost:
 		n := s
 		yes, age := acquire(cfg, &n, int(m), s.c[c].token(int(c)))
@@ -278,7 +352,7 @@ func (a action) describe(cfg Config, s state) string {
 		if s.c[c].phase == releasing {
 			lost = ", and then its release (given up meanwhile)"
 		}
-		return prefix + fmt.Sprintf("master %d runs client %d's acquire: yes=%v memory age=%d%s", m, c, yes, age, lost)
+		return prefix + fmt.Sprintf("master %d runs client %d's acquire: yes=%v memory age=%d%s", name, c, yes, age, lost)
 	}
 	return prefix + "?"
 }
@@ -291,10 +365,11 @@ func successors(cfg Config, s state, emit func(action, state)) {
 		emit(action{kind: aTick}, n)
 	}
 	for i := range s.m {
-		// A restart comes more than the slack after the deployment's first
-		// marker (one within the slack of the first rounds is not seen:
-		// the README's limit).
-		seen := cfg.Guard == 0 || (s.first >= 0 && int(s.now) > int(s.first)+cfg.Slack)
+		// A restart comes more than the slack after every marker's birth:
+		// one within the slack of a marker's birth (a fresh deployment's
+		// first rounds, a master marked late) is not seen (the README's
+		// limit).
+		seen := cfg.Guard == 0 || s.first >= 0 && settled(cfg, s)
 		if int(s.restarts) < cfg.Restarts && seen && (s.m[i].born >= 0 || s.m[i].val != 0) {
 			n := s
 			n.restarts++
@@ -306,17 +381,25 @@ func successors(cfg Config, s state, emit func(action, state)) {
 		c := &s.c[ci]
 		switch c.phase {
 		case idle:
-			if int(c.attempt) < cfg.Attempts {
+			if int(c.attempt) >= cfg.Attempts {
+				break
+			}
+			for reached := range 1 << nMasters {
+				missed := nMasters - bits.OnesCount(uint(reached))
+				if c.made && reached != 0 || !c.made && int(s.unreached)+missed > cfg.Unreached {
+					continue // New, just before the first attempt, reaches the masters in reached
+				}
 				n := s
 				if !c.made {
-					newClient(cfg, &n, ci) // New, just before the first attempt
+					n.unreached += int8(missed)
+					newClient(cfg, &n, ci, reached)
 				}
 				nc := &n.c[ci]
 				nc.phase, nc.start, nc.nvotes, nc.votes = acquiring, s.now, 0, [nMasters]vote{}
 				for m := range nc.net {
 					nc.net[m] = acquireReq
 				}
-				emit(action{kind: aStart, client: int8(ci)}, n)
+				emit(action{kind: aStart, client: int8(ci), master: int8(reached)}, n)
 			}
 		case acquiring:
 			if int(s.now) >= int(c.start)+cfg.NodeTimeout {
@@ -386,18 +469,31 @@ func unset(s *state, ci, m int) {
 	}
 }
 
-// newClient is New's guard check on every master (lua/guard_check.lua):
-// it makes a missing marker, and the Client learns each memory's age.
-func newClient(cfg Config, s *state, ci int) {
+// newClient is New's guard check (lua/guard_check.lua) on the masters in
+// the bit set reached (the others do not answer in time): it makes a
+// missing marker, and the Client learns each memory's age.
+func newClient(cfg Config, s *state, ci, reached int) {
 	c := &s.c[ci]
 	c.made = true
 	if cfg.Guard == 0 {
 		return
 	}
 	for m := range s.m {
-		markMemory(s, m)
-		c.known[m] = s.m[m].born
+		if reached&(1<<m) != 0 {
+			markMemory(s, m)
+			c.known[m] = s.m[m].born
+		}
 	}
+}
+
+// settled reports whether every marker was born more than the slack ago.
+func settled(cfg Config, s state) bool {
+	for _, m := range s.m {
+		if m.born >= 0 && int(s.now) <= int(m.born)+cfg.Slack {
+			return false
+		}
+	}
+	return true
 }
 
 // markMemory is lua/memory.lua's first script on master m: a missing

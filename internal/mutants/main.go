@@ -127,16 +127,30 @@ var mutants = []mutant{
 	{
 		name:    "fresh-deployment-rule-reversed",
 		file:    "internal/core/tally.go",
-		from:    "	enough := t.quorum // I4\n",
+		from:    "	enough := Witnessed(t.n) // I4\n",
 		to:      "	enough := t.n // I4\n",
-		killers: "TestFreshDeploymentWithAMinorityDownTakesALock|TestAYoungYesThatWouldCompleteTheMajorityIsHeldBack",
+		killers: "TestFreshDeploymentWithOneMasterDownTakesALock|TestAYoungYesThatWouldCompleteTheMajorityIsHeldBack",
 	},
 	{
 		name:    "guard-counts-young-votes-before-a-majority-reported",
 		file:    "internal/core/tally.go",
-		from:    "	enough := t.quorum // I4\n",
+		from:    "	enough := Witnessed(t.n) // I4\n",
 		to:      "	enough := 1 // I4\n",
 		killers: "TestAYoungYesThatWouldCompleteTheMajorityIsHeldBack",
+	},
+	{
+		name:    "young-votes-count-at-a-majority-of-reports",
+		file:    "internal/core/validity.go",
+		from:    "func Witnessed(n int) int { return min(n, n-Quorum(n)+2) }",
+		to:      "func Witnessed(n int) int { return Quorum(n) }",
+		killers: "TestOneLossBesideMastersNeverMarkedIsRefused|TestProtocolModel",
+	},
+	{
+		name:    "extend-asks-no-witness",
+		file:    "extend.go",
+		from:    "	return refused > 0 && known < core.Witnessed(len(l.holds))\n",
+		to:      "	return false\n",
+		killers: "TestFreshDeploymentWithOneMasterDownTakesALock",
 	},
 	{
 		name:    "strict-guard-is-the-default-rule",
