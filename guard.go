@@ -198,8 +198,11 @@ func (k *knownMemory) arg() any {
 }
 
 // memory reads a voting script's report (age, longest, born) of n's memory,
-// given k, what the request told the script; age < 0 means none, -2 the
-// memory the request said it knew (k). A new memory is remembered.
+// given k, what the request told the script; age -1 means none (the guard
+// is off), -2 the memory the request said it knew (k). Any other negative
+// age (a master's clock stepped back past its marker's birth, or a script
+// older than memory.lua's clamp) is the youngest memory: 0, never none. A
+// new memory is remembered.
 func (n *node) memory(k *knownMemory, age, longest, born int64) memory {
 	m := memory{reported: true, longest: time.Duration(longest) * time.Millisecond, born: born}
 	switch {
@@ -207,10 +210,10 @@ func (n *node) memory(k *knownMemory, age, longest, born int64) memory {
 		m.age = time.Since(k.since)
 	case age == -2:
 		m.age = 0 // the script answered for a memory it was not told of: trust none of it
-	case age < 0:
+	case age == -1:
 		return memory{}
 	default:
-		m.age = time.Duration(age) * time.Millisecond
+		m.age = time.Duration(max(age, 0)) * time.Millisecond
 		if k == nil || k.born != born {
 			n.known.Store(newKnownMemory(born, time.Now().Add(-m.age)))
 		}

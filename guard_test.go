@@ -373,3 +373,56 @@ func TestLateExtendNeverRepairsAKeyUnlockDeleted(t *testing.T) {
 		t.Fatalf("a late extension brought the key back: %q", v)
 	}
 }
+
+// A master that lost its data, then had its clock stepped back (NTP
+// correcting a rebooted machine) past its new marker's birth: its memory
+// is as young as can be, never "no report". An adversary review had its
+// negative age read as the guard being off, and B won on the restarted
+// master and the free ones while A held k.
+func TestAClockSteppedBackPastTheMarkerKeepsTheGuardOn(t *testing.T) {
+	m := newMinis(t, 5, nil)
+	a := restartScene(t, m)
+	if l, err := m.client().TryLock(bg, "unrelated", time.Second); err == nil {
+		_ = l.Unlock(bg) // a vote marks master 0 again, born now
+	}
+	m.servers[0].FastForward(-5 * time.Second)
+	l, err := m.client().TryLock(bg, "k", time.Minute)
+	if err == nil {
+		t.Fatalf("B got the lock (until %v) while A holds it until %v: %q", l.Until(), a.Until(), m.values("k"))
+	}
+	if !errors.Is(err, ErrNodeQuarantined) {
+		t.Fatalf("TryLock = %v, want the restarted master quarantined", err)
+	}
+}
+
+// lua/memory.lua never reports a negative age: a marker born after the
+// master's clock's now is 0 ms old.
+func TestMemoryScriptNeverReportsANegativeAge(t *testing.T) {
+	m := newMinis(t, 1, nil)
+	m.servers[0].FlushAll()
+	var v [3]int64
+	if err := replyInts(runScript(bg, m.clients[0], guardCheckScript.evalsha(1, plainMarkerKey)), v[:], "guard check"); err != nil {
+		t.Fatal(err)
+	}
+	m.servers[0].FastForward(-5 * time.Second)
+	if err := replyInts(runScript(bg, m.clients[0], guardCheckScript.evalsha(1, plainMarkerKey)), v[:], "guard check"); err != nil {
+		t.Fatal(err)
+	}
+	if v[0] != 0 {
+		t.Fatalf("age %d ms for a marker born 5 s after the clock's now; want 0", v[0])
+	}
+}
+
+// The Client reads any negative age but -1 (the guard off) and -2 (the
+// memory it knew) as the youngest memory, reported: never as no report.
+func TestANegativeAgeIsTheYoungestMemory(t *testing.T) {
+	n := &node{}
+	for _, age := range []int64{-3, -5000} {
+		if mem := n.memory(nil, age, 60000, 1); !mem.reported || mem.age != 0 {
+			t.Fatalf("age %d read as %+v; want reported, 0 old", age, mem)
+		}
+	}
+	if mem := n.memory(nil, -1, 0, 0); mem.reported {
+		t.Fatalf("age -1 (the guard off) read as %+v; want no report", mem)
+	}
+}

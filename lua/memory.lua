@@ -10,7 +10,9 @@
 -- gets a young marker, while one restarted with its data keeps its age.
 --
 -- memory(marker, ttl, on, known) records ttl and returns the memory's age,
--- the longest TTL and when the memory began, in milliseconds; -1 for the age
+-- the longest TTL and when the memory began, in milliseconds; the age is 0,
+-- never negative, for a memory born after the clock's now (the master's
+-- clock stepped back since): as young as can be. -1 for the age
 -- (and 0 for the rest) when the guard is off (on is not '1'), and then the
 -- marker is neither declared nor touched. known is when the memory the
 -- Client last learned of began ('0': none); when the marker still says so,
@@ -50,12 +52,12 @@ local function memory(marker, ttl, on, known)
   else
     born, longest = tonumber(born), tonumber(longest)
     if ttl <= longest then
-      return now - born, longest, born
+      return math.max(0, now - born), longest, born
     end
     longest = ttl
   end
   redis.call('SET', marker, string.format('%d %d', born, longest))
-  return now - born, longest, born
+  return math.max(0, now - born), longest, born
 end
 
 -- ballot(vote, age, longest, born, holder) is a voting script's reply: the

@@ -153,6 +153,20 @@ var mutants = []mutant{
 		killers: "TestFreshDeploymentWithOneMasterDownTakesALock",
 	},
 	{
+		name:    "negative-age-is-no-report",
+		file:    "guard.go",
+		from:    "	case age == -1:\n		return memory{}\n",
+		to:      "	case age < 0:\n		return memory{}\n",
+		killers: "TestANegativeAgeIsTheYoungestMemory",
+	},
+	{
+		name:    "memory-age-may-be-negative",
+		file:    "lua/memory.lua",
+		from:    "      return math.max(0, now - born), longest, born\n",
+		to:      "      return now - born, longest, born\n",
+		killers: "TestMemoryScriptNeverReportsANegativeAge",
+	},
+	{
 		name:    "strict-guard-is-the-default-rule",
 		file:    "internal/core/tally.go",
 		from:    "		enough = t.n\n",
