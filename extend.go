@@ -157,26 +157,26 @@ func (l *Lock) needsWitnesses() bool {
 func (l *Lock) extended(ctx context.Context, r *round, start time.Time, ttl time.Duration) error {
 	c := l.c
 	l.mu.Lock()
-	settled := r.refused > len(c.nodes)-c.quorum || !r.decided.Before(l.until)
+	until, verdict := core.Extend(l.until, r.won(), r.refused, len(c.nodes), start, r.decided, ttl, c.cfg.driftFactor)
 	switch {
-	case !l.ended && r.won() && !settled && validity(ttl, r.elapsed(), c.cfg.driftFactor) > 0:
+	case !l.ended && verdict == core.Extended:
 		// Every key of the majority now lives at least until start+ttl and
 		// was never shortened, so the later of the two ends holds.
-		if end := validUntil(start, ttl, c.cfg.driftFactor); end.After(l.until) {
-			l.ttl, l.until = ttl, end
-			l.timer.Reset(time.Until(end))
+		if until.After(l.until) {
+			l.ttl, l.until = ttl, until
+			l.timer.Reset(time.Until(until))
 		}
 		l.mu.Unlock()
 		return nil
-	case !l.ended && !settled: // undecided: the lock may still be held until Until
+	case !l.ended && verdict == core.Undecided: // the lock may still be held until Until
 		l.mu.Unlock()
 		return withCtx(ctx, r.error(ErrNotObtained))
 	}
 	// Lost: no majority holds our token, or the validity ended (this round
 	// reached its end, or the expiry timer, Unlock or another Extend came
 	// first). This round may have lengthened the keys all the same.
-	if !l.ended && r.decided.Before(l.until) {
-		l.until = r.decided
+	if !l.ended {
+		l.until = until
 	}
 	l.mu.Unlock()
 	l.giveUp(ttl)

@@ -7,7 +7,7 @@ import (
 )
 
 // TestProtocolModel explores the protocol core (internal/core, the code
-// the rounds here decide with) in the model checker's default world, so
+// the rounds here decide with) in the model checker's two worlds, so
 // that the root package's mutants of the core meet it: no two holders'
 // validity windows overlap in any interleaving within its bounds. make
 // model explores deeper.
@@ -15,9 +15,13 @@ func TestProtocolModel(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the model explores millions of states: run it without -race (make model)")
 	}
-	r := model.Check(model.DefaultConfig())
-	t.Logf("%v", r)
-	if r.Violation != "" {
-		t.Fatal(r)
+	for name, cfg := range map[string]model.Config{"guard": model.DefaultConfig(), "extend": model.ExtendConfig()} {
+		t.Run(name, func(t *testing.T) {
+			r := model.Check(cfg)
+			t.Logf("%v", r)
+			if r.Violation != "" {
+				t.Fatal(r)
+			}
+		})
 	}
 }

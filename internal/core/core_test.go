@@ -114,3 +114,32 @@ func TestTallyGuard(t *testing.T) {
 		})
 	}
 }
+
+// I6: an extension moves the end only later, only when decided in time.
+func TestExtendVerdict(t *testing.T) {
+	ttl, f := 10*time.Second, 0.01
+	until := t0.Add(5 * time.Second)
+	later := ValidUntil(t0, ttl, f)
+	cases := []struct {
+		name    string
+		until   time.Time
+		won     bool
+		refused int
+		decided time.Time
+		ttl     time.Duration
+		end     time.Time
+		v       Extension
+	}{
+		{"won in time, longer", until, true, 0, t0.Add(time.Second), ttl, later, Extended},
+		{"won in time, shorter", until, true, 0, t0.Add(100 * time.Millisecond), time.Second, until, Extended},
+		{"won after the end", until, true, 0, until, ttl, until, Lost},
+		{"a majority refused", until, false, 3, t0.Add(time.Second), ttl, t0.Add(time.Second), Lost},
+		{"undecided", until, false, 1, t0.Add(time.Second), ttl, until, Undecided},
+	}
+	for _, tc := range cases {
+		end, v := Extend(tc.until, tc.won, tc.refused, 5, t0, tc.decided, tc.ttl, f)
+		if !end.Equal(tc.end) || v != tc.v {
+			t.Errorf("%s: %v, %v; want %v, %v", tc.name, end, v, tc.end, tc.v)
+		}
+	}
+}

@@ -29,4 +29,10 @@
 //     more than the default tolerates; strict tolerates a minority).
 //   - I5 (guard, end): a yes still held back when the round ends does not
 //     count.
+//   - I6 (extension): an extension round won before the lock's end moves
+//     the end to the later of that end and start + ttl − Drift(ttl) of its
+//     own start; never earlier, and never for a round decided after the
+//     lock's end, whose keys may have expired and been taken meanwhile.
+//     The masters never shorten a key (lua/extend.lua), so the keys of the
+//     majority outlive the new end.
 package core

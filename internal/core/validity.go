@@ -72,3 +72,37 @@ func Lease(won bool, start, decided time.Time, ttl time.Duration, factor float64
 	}
 	return ValidUntil(start, ttl, factor), true
 }
+
+// An Extension is what an extension round means for a lock.
+type Extension int
+
+// The kinds of Extension.
+const (
+	Extended  Extension = iota + 1 // won in time: the lock lives until the later end
+	Undecided                      // neither: the lock may still be held until its end
+	Lost                           // no majority holds the token, or the round ended after the lock
+)
+
+// Extend decides an extension round of a lock valid until until, over n
+// masters: started at start, decided at decided, won or not (I1), with
+// refused masters saying the token is gone. Won before until with
+// validity left, the lock lives until the later of until and
+// ValidUntil(start) (I6: an extension never moves the end earlier, and
+// never revives a lock whose end passed, since the keys of a round decided
+// after it may have expired and been taken). Lost, it ends at the earlier
+// of until and decided.
+func Extend(until time.Time, won bool, refused, n int, start, decided time.Time, ttl time.Duration, factor float64) (time.Time, Extension) {
+	settled := refused > n-Quorum(n) || !decided.Before(until)
+	switch {
+	case won && !settled && Validity(ttl, decided.Sub(start), factor) > 0:
+		if end := ValidUntil(start, ttl, factor); end.After(until) {
+			return end, Extended
+		}
+		return until, Extended
+	case !settled:
+		return until, Undecided
+	case decided.Before(until):
+		return decided, Lost
+	}
+	return until, Lost
+}

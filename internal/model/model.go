@@ -38,7 +38,7 @@ const (
 type Config struct {
 	TTL         int  // the locks' TTL, in ticks
 	NodeTimeout int  // how long a round waits for the masters, in ticks
-	Guard       int  // the restart guard (at least TTL while on); 0: off
+	Guard       int  // the restart guard (at least the longest TTL, 2·TTL with Extends); 0: off
 	Slack       int  // how much older a witness's memory must be (I3)
 	Strict      bool // the strict guard (I4: every master's report)
 	Horizon     int  // the last tick explored
@@ -46,12 +46,32 @@ type Config struct {
 	Restarts    int  // master restarts without data, at most
 	Losses      int  // requests or replies lost, at most
 	Unreached   int  // masters New's check did not reach, at most, in all
+	Extends     int  // extensions per lock of client 0, each to a TTL of TTL/2 or 2·TTL
 	MaxStates   int  // stop after this many states (0: no limit)
 }
 
-// DefaultConfig is the world CI explores.
+// DefaultConfig is the world of the restart guard CI explores (18.6
+// million states): restarts, masters New does not reach, lost replies.
 func DefaultConfig() Config {
-	return Config{TTL: 4, NodeTimeout: 1, Guard: 4, Slack: 1, Horizon: 4, Attempts: 1, Restarts: 1, Losses: 1, Unreached: 2, MaxStates: 30_000_000}
+	return Config{TTL: 4, NodeTimeout: 1, Guard: 8, Slack: 1, Horizon: 4, Attempts: 1, Restarts: 1, Losses: 1, Unreached: 2, MaxStates: 30_000_000}
+}
+
+// ExtendConfig is the world of Extend CI explores (4.7 million states):
+// client 0 extends its lock once, shorter or longer, under lost replies,
+// without restarts. Both worlds together, with Unreached 0, are 29 million
+// states (make model WORLD=all).
+func ExtendConfig() Config {
+	c := DefaultConfig()
+	c.Extends, c.Restarts, c.Unreached = 1, 0, 0
+	return c
+}
+
+// AllConfig is both worlds at once: restarts, lost replies and Extend
+// (New reaches every master).
+func AllConfig() Config {
+	c := DefaultConfig()
+	c.Extends, c.Unreached, c.MaxStates = 1, 0, 0
+	return c
 }
 
 type master struct {
@@ -64,6 +84,7 @@ type master struct {
 const (
 	none       = iota
 	acquireReq // an acquire request: the master runs it and the Client hears the reply in one step, or the reply is lost
+	extendReq  // an extend request, the same way
 )
 
 type vote struct {
@@ -88,6 +109,9 @@ type client struct {
 	attempt int8           // acquisitions started
 	start   int8
 	until   int8 // holding: the end of its validity
+	ext     int8 // the TTL of the last extension round, while it is under way or a request of it is in flight
+	extOn   bool // holding: an extension round is under way
+	exts    int8 // extension rounds started for the current lock
 	nvotes  int8
 	votes   [nMasters]vote
 	net     [nMasters]int8 // none or acquireReq
@@ -211,8 +235,15 @@ func canon(cfg Config, s *state) (perm [nMasters]int) {
 	}
 	for i := range s.c {
 		c := &s.c[i]
-		if c.phase != acquiring {
+		if c.phase != acquiring && !c.extOn {
 			c.start, c.nvotes, c.votes = 0, 0, [nMasters]vote{}
+		}
+		inFlight := false
+		for _, r := range c.net {
+			inFlight = inFlight || r == extendReq
+		}
+		if !c.extOn && !inFlight {
+			c.ext = 0
 		}
 		if c.phase == holding && c.until <= s.now {
 			c.until = 0
@@ -310,6 +341,8 @@ const (
 	aUnlockLost
 	aAcquire
 	aAcquireReplyLost
+	aExtend         // a holder starts an extension round to TTL master (reused as the TTL)
+	aExtendDeadline // its round reaches its deadline
 )
 
 // describe renders a for a trace, from the state s it was taken in, with
@@ -342,7 +375,20 @@ func (a action) describe(cfg Config, s state, names [nMasters]int) string {
 		return prefix + fmt.Sprintf("client %d unlocks", c)
 	case aUnlockLost:
 		return prefix + fmt.Sprintf("client %d unlocks; its release to master %d is lost", c, name)
+	case aExtend:
+		return prefix + fmt.Sprintf("client %d starts extending to a TTL of %d (its lock valid until %d)", c, m, s.c[c].until)
+	case aExtendDeadline:
+		return prefix + fmt.Sprintf("client %d's extension round reaches its deadline", c)
 	case aAcquire, aAcquireReplyLost:
+		if s.c[c].net[m] == extendReq {
+			n := s
+			yes, age := extendMaster(cfg, &n, int(m), s.c[c].token(int(c)), s.c[c].ext)
+			lost := ""
+			if a.kind == aAcquireReplyLost {
+				lost = ", the reply lost"
+			}
+			return prefix + fmt.Sprintf("master %d runs client %d's extend: yes=%v memory age=%d%s", name, c, yes, age, lost)
+		}
 		n := s
 		yes, age := acquire(cfg, &n, int(m), s.c[c].token(int(c)))
 		lost := ""
@@ -408,6 +454,24 @@ func successors(cfg Config, s state, emit func(action, state)) {
 				emit(action{kind: aDeadline, client: int8(ci)}, n)
 			}
 		case holding:
+			if ci == 0 && !c.extOn && int(c.exts) < cfg.Extends && c.until > s.now {
+				for _, ttl := range []int8{int8(cfg.TTL / 2), int8(2 * cfg.TTL)} {
+					n := s
+					nc := &n.c[ci]
+					nc.ext, nc.extOn, nc.exts, nc.start, nc.nvotes, nc.votes = ttl, true, nc.exts+1, s.now, 0, [nMasters]vote{}
+					for m := range nc.net {
+						if nc.net[m] == none {
+							nc.net[m] = extendReq
+						}
+					}
+					emit(action{kind: aExtend, client: int8(ci), master: ttl}, n)
+				}
+			}
+			if c.extOn && int(s.now) >= int(c.start)+cfg.NodeTimeout {
+				n := s
+				decideExtend(cfg, &n, ci, true)
+				emit(action{kind: aExtendDeadline, client: int8(ci)}, n)
+			}
 			n := s
 			release(&n, ci, -1)
 			emit(action{kind: aUnlock, client: int8(ci)}, n)
@@ -427,7 +491,7 @@ func successors(cfg Config, s state, emit func(action, state)) {
 			n := s
 			deliver(cfg, &n, ci, m, false)
 			emit(action{kind: aAcquire, client: int8(ci), master: int8(m)}, n)
-			if int(s.losses) < cfg.Losses && c.phase == acquiring {
+			if int(s.losses) < cfg.Losses && (c.phase == acquiring || in == extendReq && c.phase == holding && c.extOn) {
 				n := s
 				n.losses++
 				deliver(cfg, &n, ci, m, true)
@@ -441,6 +505,24 @@ func successors(cfg Config, s state, emit func(action, state)) {
 // master ran it, but the Client never hears the reply.
 func deliver(cfg Config, s *state, ci, m int, replyLost bool) {
 	c := &s.c[ci]
+	if c.net[m] == extendReq {
+		c.net[m] = none
+		yes, age := extendMaster(cfg, s, m, c.token(ci), c.ext)
+		switch {
+		case c.phase == releasing:
+			if c.net == [nMasters]int8{} {
+				c.phase, c.attempt = idle, c.attempt+1
+			}
+		case c.phase == holding && c.extOn && !replyLost:
+			if age >= 0 {
+				c.known[m] = s.now - age
+			}
+			c.votes[c.nvotes] = vote{node: int8(m), yes: yes, age: age, at: s.now}
+			c.nvotes++
+			decideExtend(cfg, s, ci, false)
+		}
+		return
+	}
 	if c.net[m] != acquireReq {
 		return
 	}
@@ -525,6 +607,71 @@ func acquire(cfg Config, s *state, m int, token int8) (yes bool, age int8) {
 		return true, age
 	}
 	return false, age
+}
+
+// extendMaster is lua/extend.lua (with lua/memory.lua, without the repair,
+// which the model leaves out) on master m at s.now: where the key holds
+// token it lives at least ttl more, never shortened.
+func extendMaster(cfg Config, s *state, m int, token, ttl int8) (yes bool, age int8) {
+	ms := &s.m[m]
+	age = -1
+	if cfg.Guard > 0 {
+		markMemory(s, m)
+		age = s.now - ms.born
+	}
+	if ms.val != token || ms.exp <= s.now {
+		return false, age
+	}
+	if shortens {
+		ms.exp = s.now + ttl
+	} else {
+		ms.exp = max(ms.exp, s.now+ttl)
+	}
+	return true, age
+}
+
+// shortens makes extendMaster shorten keys as a plain PEXPIRE would: the
+// positive control of the model's Extend (TestModelFindsAnExtendThatShortensTheKey).
+var shortens = false
+
+// decideExtend replays client ci's extension votes through the core's
+// tally and, once decided (or at the deadline), applies core.Extend to the
+// lock's end. A request still in flight is left to land: it only lengthens
+// our key.
+func decideExtend(cfg Config, s *state, ci int, deadline bool) {
+	c := &s.c[ci]
+	t, refused := tally(cfg, c)
+	if !t.Decided() && !deadline {
+		return
+	}
+	t.End()
+	until, _ := core.Extend(at(c.until), t.Won(), refused, nMasters, at(c.start), at(s.now), tick(int(c.ext)), 0.01)
+	c.until = int8(until.Sub(at(0)) / tickLen)
+	c.extOn, c.start, c.nvotes, c.votes = false, 0, 0, [nMasters]vote{}
+}
+
+// tally replays client ci's votes through the core's tally, failing the
+// masters that did not answer, and returns it with how many said no.
+func tally(cfg Config, c *client) (core.Tally, int) {
+	t := core.NewTally(nMasters, cfg.Guard > 0, cfg.Strict, tick(cfg.Slack))
+	for m, b := range c.known {
+		if b >= 0 {
+			t.Know(m, at(b))
+		}
+	}
+	guard := tick(max(cfg.Guard, cfg.TTL, int(c.ext)))
+	if cfg.Guard == 0 {
+		guard = 0
+	}
+	refused := 0
+	for _, v := range c.votes[:c.nvotes] {
+		if !v.yes {
+			refused++
+		}
+		t.Count(core.Vote{Node: int(v.node), Yes: v.yes, At: at(v.at),
+			Mem: core.Memory{Reported: v.age >= 0, Age: tick(int(v.age)), Longest: tick(max(cfg.TTL, int(c.ext)))}}, guard)
+	}
+	return t, refused
 }
 
 // decide replays client ci's votes through the core's tally and, when it is

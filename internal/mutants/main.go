@@ -90,6 +90,13 @@ var mutants = []mutant{
 		killers: "TestProtocolModel",
 	},
 	{
+		name:    "core-extend-shortens-the-key",
+		file:    "internal/model/model.go",
+		from:    "var shortens = false",
+		to:      "var shortens = true",
+		killers: "TestProtocolModel",
+	},
+	{
 		name:    "a-stale-wanted-key-counts",
 		file:    "lua/token.lua",
 		from:    "  return type(m) == 'string' and m == fingerprint(v)\n",
