@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-go/redlock/internal/core"
+	"github.com/redlock-go/redlock/internal/workers"
 )
 
 // attempt is one acquisition round (Redlock spec, steps 1–4).
@@ -222,7 +223,7 @@ func (c *Client) releaseNodeArgs(n *node, ttl time.Duration, args *roundArgs) {
 		n.pipe.startFirst(ctx, c.keep(ttl), n.releaseCmd(args), &cleanUp{n: n, cancel: cancel, bg: &c.bg})
 		return
 	}
-	c.workers.run(taskFunc(func() {
+	c.workers.Run(workers.Func(func() {
 		defer c.bg.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), c.nodeTimeout(ttl))
 		defer cancel()

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/redlock-go/redlock/internal/workers"
 )
 
 // An Inspection is what the masters said of a key during one round of
@@ -105,7 +107,7 @@ func (c *Client) Inspect(ctx context.Context, key string) (Inspection, error) {
 	replies := make(chan reply, len(c.nodes)) // buffered: a late master never blocks
 	for i, n := range c.nodes {
 		c.bg.Add(1)
-		c.workers.run(taskFunc(func() {
+		c.workers.Run(workers.Func(func() {
 			defer c.bg.Done()
 			v, pttl, err := n.inspect(rctx, key)
 			replies <- reply{node: i, value: v, pttl: pttl, err: err, at: time.Now()}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-go/redlock/internal/workers"
 )
 
 // DefaultBatchLimit is how many requests one pipeline to a master carries
@@ -148,8 +150,8 @@ func (r *request) late() bool { return !r.keep.until.IsZero() && r.ctx.Err() != 
 type pipe struct {
 	client redis.UniversalClient
 	limit  int
-	bg     *sync.WaitGroup // the Client's: a sender runs only for a registered request
-	spawn  func(task)      // runs a sender on another goroutine (the Client's workers)
+	bg     *sync.WaitGroup    // the Client's: a sender runs only for a registered request
+	spawn  func(workers.Task) // runs a sender on another goroutine (the Client's workers)
 
 	mu      sync.Mutex
 	queue   []*request
@@ -286,7 +288,7 @@ func (p *pipe) mayStart() bool {
 
 // run sends batches until the queue is empty. A pipe is the task its
 // workers run (no method value to allocate for each start).
-func (p *pipe) run() {
+func (p *pipe) Run() {
 	defer p.bg.Done()
 	for p.sendNext() {
 	}

@@ -170,7 +170,7 @@ func (c *Client) fanOutQuorumFirst(ctx context.Context, op, key string, dl round
 		tasks[i] = nodeTask{c: c, n: c.nodes[i], op: async, ctx: nctx, votes: votes, calls: calls}
 		c.bg.Add(1)
 		if c.nodes[i].pipe == nil || !async.start(nctx, &tasks[i]) {
-			c.workers.run(&tasks[i])
+			c.workers.Run(&tasks[i])
 		}
 	}
 	for i := range c.nodes {
@@ -276,7 +276,7 @@ type nodeTask struct {
 }
 
 // run makes the blocking call, on a worker.
-func (t *nodeTask) run() { t.vote(t.op.call(t.ctx, t.n)) }
+func (t *nodeTask) Run() { t.vote(t.op.call(t.ctx, t.n)) }
 
 // reply takes a started request's reply.
 func (t *nodeTask) reply(cmd *redis.Cmd) { t.vote(t.op.reply(t, cmd)) }

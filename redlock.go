@@ -13,6 +13,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-go/redlock/internal/workers"
 )
 
 // A Client takes locks over a set of independent Redis masters with the
@@ -32,7 +34,7 @@ type Client struct {
 	closed  bool
 	closing chan struct{}  // closed by Close: waiting Lock calls return
 	bg      sync.WaitGroup // goroutines still talking to nodes
-	workers *workers       // run the calls to the nodes (workers.go)
+	workers *workers.Pool  // run the calls to the nodes (internal/workers)
 
 	anyCluster bool // a vote is a Redis Cluster: keys must share a slot with the library's keys (checkKey)
 
@@ -117,7 +119,7 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 			c.cfg.noNotices = true
 		}
 	}
-	c.workers = newWorkers()
+	c.workers = workers.New()
 	var noticed func(int, string, string, bool)
 	var subscribeRefused func(int, error)
 	if o := cfg.obs; o != nil {
@@ -133,7 +135,7 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 	}
 	if cfg.batchLimit > 1 {
 		for _, n := range ns {
-			n.pipe = &pipe{client: n.client, limit: cfg.batchLimit, bg: &c.bg, spawn: c.workers.run}
+			n.pipe = &pipe{client: n.client, limit: cfg.batchLimit, bg: &c.bg, spawn: c.workers.Run}
 		}
 	}
 	c.turns = newTurns[Lock](c.closing)
@@ -175,7 +177,7 @@ func (c *Client) Close() error {
 		c.bg.Wait()
 		c.withdrawAll(c.wk.outstanding(), c.lateTickets(time.Now().Add(-wantFresh)))
 		c.bg.Wait()
-		c.workers.close()
+		c.workers.Close()
 	})
 	return nil
 }

@@ -1,37 +1,37 @@
-// The Client's workers: pooled goroutines that run the calls to the
-// masters, so that a call does not start a goroutine and grow its stack
+// Package workers runs a Client's calls to the masters on pooled
+// goroutines, so that a call does not start a goroutine and grow its stack
 // through go-redis's call chain each time.
-
-package redlock
+package workers
 
 import (
 	"sync"
 	"time"
 )
 
-// workerIdle is how long a worker waits for another call before it ends:
+// idleFor is how long a worker waits for another call before it ends:
 // a burst's workers serve the next burst, and a quiet Client keeps none.
-const workerIdle = 2 * time.Second
+const idleFor = 2 * time.Second
 
-// A task is what a worker runs. A round hands its workers pointers into
+// A Task is what a worker runs. A round hands its workers pointers into
 // one slice of tasks, which costs one allocation, not one closure per node.
-type task interface{ run() }
+type Task interface{ Run() }
 
-// taskFunc runs a function as a task.
-type taskFunc func()
+// Func runs a function as a Task.
+type Func func()
 
-func (f taskFunc) run() { f() }
+// Run calls f.
+func (f Func) Run() { f() }
 
-// workers runs tasks on pooled goroutines. A task handed to run goes to the
+// A Pool runs tasks on pooled goroutines. A task handed to Run goes to the
 // worker that became idle last (its stack is the warmest), or to a new one
 // when none is idle. Handing over costs a mutex and a send on the worker's
 // own one-slot channel: no select, no timer per task. One timer for the
-// whole pool ends the workers idle for workerIdle; close ends the rest.
+// whole pool ends the workers idle for idleFor; Close ends the rest.
 //
-// Every task must be registered in the Client's bg before run is called, so
-// that Close, which waits for bg first and then calls close, never sees a
-// worker start after close.
-type workers struct {
+// Every task must be registered in the Client's bg before Run is called, so
+// that the Client's Close, which waits for bg first and then calls Close,
+// never sees a worker start after Close.
+type Pool struct {
 	mu     sync.Mutex
 	idle   []*worker // oldest first
 	closed bool
@@ -40,14 +40,15 @@ type workers struct {
 }
 
 type worker struct {
-	tasks chan task // one slot: run never blocks; nil ends the worker
+	tasks chan Task // one slot: run never blocks; nil ends the worker
 	since time.Time // idle since
 }
 
-func newWorkers() *workers { return &workers{} }
+// New returns an empty pool: it starts a worker at the first Run.
+func New() *Pool { return &Pool{} }
 
-// run runs t on the worker that became idle last, or on a new one.
-func (w *workers) run(t task) {
+// Run runs t on the worker that became idle last, or on a new one.
+func (w *Pool) Run(t Task) {
 	w.mu.Lock()
 	if n := len(w.idle); n > 0 {
 		wk := w.idle[n-1]
@@ -59,11 +60,11 @@ func (w *workers) run(t task) {
 	}
 	w.mu.Unlock()
 	w.wg.Add(1)
-	go w.work(&worker{tasks: make(chan task, 1)}, t)
+	go w.work(&worker{tasks: make(chan Task, 1)}, t)
 }
 
 // work runs t, then whatever the worker is handed, until it is handed nil.
-func (w *workers) work(wk *worker, t task) {
+func (w *Pool) work(wk *worker, t Task) {
 	defer w.wg.Done()
 	for t != nil && w.park(wk, t) {
 		t = <-wk.tasks
@@ -71,8 +72,8 @@ func (w *workers) work(wk *worker, t task) {
 }
 
 // park runs t, then puts wk on the idle stack; false when the pool closed.
-func (w *workers) park(wk *worker, t task) bool {
-	t.run()
+func (w *Pool) park(wk *worker, t Task) bool {
+	t.Run()
 	now := time.Now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -82,19 +83,19 @@ func (w *workers) park(wk *worker, t task) bool {
 	wk.since = now
 	w.idle = append(w.idle, wk)
 	if w.sweep == nil {
-		w.sweep = time.AfterFunc(workerIdle, w.retire)
+		w.sweep = time.AfterFunc(idleFor, w.retire)
 	}
 	return true
 }
 
-// retire ends the workers idle for workerIdle, and runs again while any
+// retire ends the workers idle for idleFor, and runs again while any
 // worker is idle.
-func (w *workers) retire() {
+func (w *Pool) retire() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	now := time.Now()
 	n := 0
-	for n < len(w.idle) && now.Sub(w.idle[n].since) >= workerIdle {
+	for n < len(w.idle) && now.Sub(w.idle[n].since) >= idleFor {
 		w.idle[n].tasks <- nil
 		n++
 	}
@@ -104,15 +105,15 @@ func (w *workers) retire() {
 	switch {
 	case w.closed:
 	case len(w.idle) > 0:
-		w.sweep.Reset(workerIdle - now.Sub(w.idle[0].since))
+		w.sweep.Reset(idleFor - now.Sub(w.idle[0].since))
 	default:
 		w.sweep = nil
 	}
 }
 
-// close ends every worker and waits for them; called by Close after
-// bg.Wait, once no task is running or can be handed over.
-func (w *workers) close() {
+// Close ends every worker and waits for them; the Client's Close calls it
+// after bg.Wait, once no task is running or can be handed over.
+func (w *Pool) Close() {
 	w.mu.Lock()
 	w.closed = true
 	if w.sweep != nil {
