@@ -74,12 +74,6 @@ func AllConfig() Config {
 	return c
 }
 
-type master struct {
-	val  int8 // the token whose key the master holds, 0: none
-	exp  int8 // when the key expires
-	born int8 // when the memory marker was made; -1: none
-}
-
 // What a Client has in flight to one master.
 const (
 	none       = iota
@@ -127,7 +121,7 @@ type state struct {
 	restarts  int8
 	losses    int8
 	unreached int8
-	m         [nMasters]master
+	m         [nMasters]Master
 	c         [nClients]client
 }
 
@@ -148,7 +142,7 @@ type Result struct {
 func Check(cfg Config) Result {
 	s0 := state{first: -1}
 	for i := range s0.m {
-		s0.m[i].born = -1
+		s0.m[i].Born = -1
 	}
 	for i := range s0.c {
 		for m := range s0.c[i].known {
@@ -229,8 +223,8 @@ func trace(cfg Config, s0 state, steps []step, i int32) []string {
 // validity window that is over, a Client that is done.
 func canon(cfg Config, s *state) (perm [nMasters]int) {
 	for i := range s.m {
-		if s.m[i].val != 0 && s.m[i].exp <= s.now {
-			s.m[i].val, s.m[i].exp = 0, 0
+		if s.m[i].Val != 0 && s.m[i].Exp <= s.now {
+			s.m[i].Val, s.m[i].Exp = 0, 0
 		}
 	}
 	for i := range s.c {
@@ -267,7 +261,7 @@ func symmetric(s *state) [nMasters]int {
 	var keys [nMasters][width]int8
 	for i := range s.m {
 		k := &keys[i]
-		k[0], k[1], k[2] = s.m[i].val, s.m[i].exp, s.m[i].born
+		k[0], k[1], k[2] = s.m[i].Val, s.m[i].Exp, s.m[i].Born
 		for ci := range s.c {
 			c := &s.c[ci]
 			o := 3 + ci*5
@@ -416,10 +410,10 @@ func successors(cfg Config, s state, emit func(action, state)) {
 		// first rounds, a master marked late) is not seen (the README's
 		// limit).
 		seen := cfg.Guard == 0 || s.first >= 0 && settled(cfg, s)
-		if int(s.restarts) < cfg.Restarts && seen && (s.m[i].born >= 0 || s.m[i].val != 0) {
+		if int(s.restarts) < cfg.Restarts && seen && (s.m[i].Born >= 0 || s.m[i].Val != 0) {
 			n := s
 			n.restarts++
-			n.m[i] = master{born: -1}
+			n.m[i].Restart()
 			emit(action{kind: aRestart, master: int8(i)}, n)
 		}
 	}
@@ -476,7 +470,7 @@ func successors(cfg Config, s state, emit func(action, state)) {
 			release(&n, ci, -1)
 			emit(action{kind: aUnlock, client: int8(ci)}, n)
 			for m := range s.m {
-				if int(s.losses) < cfg.Losses && s.m[m].val == c.token(ci) {
+				if int(s.losses) < cfg.Losses && s.m[m].Val == c.token(ci) {
 					n := s
 					n.losses++
 					release(&n, ci, m)
@@ -546,9 +540,7 @@ func deliver(cfg Config, s *state, ci, m int, replyLost bool) {
 
 // unset is lua/release.lua on master m for client ci's token.
 func unset(s *state, ci, m int) {
-	if ms := &s.m[m]; ms.val == s.c[ci].token(ci) && ms.exp > s.now {
-		ms.val, ms.exp = 0, 0
-	}
+	s.m[m].Release(s.now, s.c[ci].token(ci))
 }
 
 // newClient is New's guard check (lua/guard_check.lua) on the masters in
@@ -563,7 +555,7 @@ func newClient(cfg Config, s *state, ci, reached int) {
 	for m := range s.m {
 		if reached&(1<<m) != 0 {
 			markMemory(s, m)
-			c.known[m] = s.m[m].born
+			c.known[m] = s.m[m].Born
 		}
 	}
 }
@@ -571,7 +563,7 @@ func newClient(cfg Config, s *state, ci, reached int) {
 // settled reports whether every marker was born more than the slack ago.
 func settled(cfg Config, s state) bool {
 	for _, m := range s.m {
-		if m.born >= 0 && int(s.now) <= int(m.born)+cfg.Slack {
+		if m.Born >= 0 && int(s.now) <= int(m.Born)+cfg.Slack {
 			return false
 		}
 	}
@@ -581,58 +573,27 @@ func settled(cfg Config, s state) bool {
 // markMemory is lua/memory.lua's first script on master m: a missing
 // marker is made, born now.
 func markMemory(s *state, m int) {
-	if s.m[m].born < 0 {
-		s.m[m].born = s.now
-		if s.first < 0 {
-			s.first = s.now
-		}
+	s.m[m].memory(s.now, true)
+	if s.first < 0 {
+		s.first = s.now
 	}
 }
 
-// acquire is lua/acquire.lua (with lua/memory.lua) on master m at s.now.
+// acquire is lua/acquire.lua on master m at s.now.
 func acquire(cfg Config, s *state, m int, token int8) (yes bool, age int8) {
-	ms := &s.m[m]
-	age = -1
 	if cfg.Guard > 0 {
 		markMemory(s, m)
-		age = s.now - ms.born
 	}
-	live := ms.val != 0 && ms.exp > s.now
-	switch {
-	case !live:
-		ms.val, ms.exp = token, s.now+int8(cfg.TTL)
-		return true, age
-	case ms.val == token:
-		ms.exp = max(ms.exp, s.now+int8(cfg.TTL))
-		return true, age
-	}
-	return false, age
+	return s.m[m].Acquire(s.now, token, int8(cfg.TTL), cfg.Guard > 0)
 }
 
-// extendMaster is lua/extend.lua (with lua/memory.lua, without the repair,
-// which the model leaves out) on master m at s.now: where the key holds
-// token it lives at least ttl more, never shortened.
+// extendMaster is lua/extend.lua on master m at s.now.
 func extendMaster(cfg Config, s *state, m int, token, ttl int8) (yes bool, age int8) {
-	ms := &s.m[m]
-	age = -1
 	if cfg.Guard > 0 {
 		markMemory(s, m)
-		age = s.now - ms.born
 	}
-	if ms.val != token || ms.exp <= s.now {
-		return false, age
-	}
-	if shortens {
-		ms.exp = s.now + ttl
-	} else {
-		ms.exp = max(ms.exp, s.now+ttl)
-	}
-	return true, age
+	return s.m[m].Extend(s.now, token, ttl, cfg.Guard > 0)
 }
-
-// shortens makes extendMaster shorten keys as a plain PEXPIRE would: the
-// positive control of the model's Extend (TestModelFindsAnExtendThatShortensTheKey).
-var shortens = false
 
 // decideExtend replays client ci's extension votes through the core's
 // tally and, once decided (or at the deadline), applies core.Extend to the

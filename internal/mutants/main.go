@@ -91,10 +91,17 @@ var mutants = []mutant{
 	},
 	{
 		name:    "core-extend-shortens-the-key",
-		file:    "internal/model/model.go",
+		file:    "internal/model/master.go",
 		from:    "var shortens = false",
 		to:      "var shortens = true",
 		killers: "TestProtocolModel",
+	},
+	{
+		name:    "model-master-shortens-its-own-key",
+		file:    "internal/model/master.go",
+		from:    "	case m.Val == token:\n		m.Exp = max(m.Exp, now+ttl)\n",
+		to:      "	case m.Val == token:\n		m.Exp = now + ttl\n",
+		killers: "TestModelMastersAnswerAsRedisDoes",
 	},
 	{
 		name:    "a-stale-wanted-key-counts",

@@ -1,0 +1,74 @@
+package model
+
+// A Master is a simulated master, what the model keeps of one: the lock
+// key's value and expiry, and when its memory marker was made, in ticks;
+// with a Go rendering of each script the model runs on it. A differential
+// test (the root package's TestModelMastersAnswerAsRedisDoes) holds these
+// renderings to the real scripts on redis-server.
+type Master struct {
+	Val  int8 // the token whose key the master holds, 0: none
+	Exp  int8 // when the key expires
+	Born int8 // when the memory marker was made; -1: none
+}
+
+// memory is lua/memory.lua at now: a missing marker is made, born now; it
+// returns the memory's age (-1 with the guard off), never negative.
+func (m *Master) memory(now int8, guard bool) int8 {
+	if !guard {
+		return -1
+	}
+	if m.Born < 0 {
+		m.Born = now
+	}
+	return max(0, now-m.Born)
+}
+
+// live reports whether the key holds a value at now.
+func (m *Master) live(now int8) bool { return m.Val != 0 && m.Exp > now }
+
+// Acquire is lua/acquire.lua at now: a free key is taken for token for
+// ttl; a key token holds already lives at least ttl more; another's is
+// left alone.
+func (m *Master) Acquire(now, token, ttl int8, guard bool) (yes bool, age int8) {
+	age = m.memory(now, guard)
+	switch {
+	case !m.live(now):
+		m.Val, m.Exp = token, now+ttl
+		return true, age
+	case m.Val == token:
+		m.Exp = max(m.Exp, now+ttl)
+		return true, age
+	}
+	return false, age
+}
+
+// Extend is lua/extend.lua at now, without its repair (the model leaves it
+// out): a key token holds lives at least ttl more, never shortened.
+func (m *Master) Extend(now, token, ttl int8, guard bool) (yes bool, age int8) {
+	age = m.memory(now, guard)
+	if m.Val != token || !m.live(now) {
+		return false, age
+	}
+	if shortens {
+		m.Exp = now + ttl
+	} else {
+		m.Exp = max(m.Exp, now+ttl)
+	}
+	return true, age
+}
+
+// shortens makes Extend shorten keys as a plain PEXPIRE would: the
+// positive control of the model's Extend (TestModelFindsAnExtendThatShortensTheKey).
+var shortens = false
+
+// Release is lua/release.lua at now: the key is deleted if token holds it.
+func (m *Master) Release(now, token int8) bool {
+	if m.Val != token || !m.live(now) {
+		return false
+	}
+	m.Val, m.Exp = 0, 0
+	return true
+}
+
+// Restart is a restart without data: no key, no marker.
+func (m *Master) Restart() { *m = Master{Born: -1} }
