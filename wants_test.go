@@ -2278,11 +2278,17 @@ func TestAnExtendCountsAHandedLocksMasterItDidNotHear(t *testing.T) {
 			extendCountsUnheard(t, lost)
 		})
 	}
+	// Without the guard, Extend asks no master that refused for its
+	// memory's report (needsWitnesses): only the unheard master's own
+	// count can make the extension.
+	t.Run("two masters lost, guard off", func(t *testing.T) {
+		extendCountsUnheard(t, true, WithRestartGuard(0))
+	})
 }
 
-func extendCountsUnheard(t *testing.T, lost bool) {
+func extendCountsUnheard(t *testing.T, lost bool, opts ...Option) {
 	r := startReal(t, 5)
-	w, l := deafHanded(t, r, nil, time.Minute, time.Hour) // the Unlock releases master 4, not the sweep
+	w, l := deafHanded(t, r, nil, time.Minute, time.Hour, opts...) // the Unlock releases master 4, not the sweep
 	got := lockResult{l: l}
 	token := l.Token()
 	timedRounds(w) // master 4 would be a reserve of the Unlock's round
