@@ -1,6 +1,7 @@
 package redlock
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"testing"
@@ -106,7 +107,7 @@ func TestModelMastersAnswerAsRedisDoes(t *testing.T) {
 			t.Fatalf("%s: redis reported a memory %d ms old, the model %d ticks", what, age, mage)
 		}
 		val, err := rc.Get(bg, key).Result()
-		if err != nil && err != redis.Nil {
+		if err != nil && !errors.Is(err, redis.Nil) {
 			t.Fatal(err)
 		}
 		want := ""
