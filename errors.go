@@ -67,6 +67,14 @@ var (
 	// The message names the master, the right and both remedies: grant it,
 	// or turn the guard off with WithRestartGuard(0) to accept the risk.
 	ErrGuardRights = errors.New("redlock: the restart guard lacks a right")
+
+	// ErrEvictionPolicy reports, from New, that a master's maxmemory-policy
+	// may evict lock keys: maxmemory is set and the policy is not
+	// noeviction. The message names the master, its policy, and both
+	// remedies: CONFIG SET maxmemory-policy noeviction, or
+	// WithEvictingMasters to accept the risk. A master that refuses INFO is
+	// not checked.
+	ErrEvictionPolicy = errors.New("redlock: a master may evict lock keys")
 )
 
 // errGivenUp is a node's outcome when its request was not sent because the

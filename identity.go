@@ -42,7 +42,7 @@ const failoverAddr = "FailoverClient"
 // With guard, the same questions check the Client's rights to each
 // master's memory marker (checkGuardRights): a node whose answer says a
 // right is missing makes newNodes fail with ErrGuardRights.
-func newNodes(clients []redis.UniversalClient, guard bool) ([]*node, error) {
+func newNodes(clients []redis.UniversalClient, guard, evicting bool) ([]*node, error) {
 	if len(clients) == 0 {
 		return nil, fmt.Errorf("%w: no nodes", ErrInvalidArgument)
 	}
@@ -65,6 +65,11 @@ func newNodes(clients []redis.UniversalClient, guard bool) ([]*node, error) {
 	ids, guardErrs := askServers(nodes, guard)
 	if err := guardRightsMissing(nodes, guardErrs); err != nil {
 		return nil, err
+	}
+	if !evicting {
+		if err := evictionRisk(nodes, ids); err != nil {
+			return nil, err
+		}
 	}
 	owner := make(map[string]int)
 	for i, n := range nodes {
@@ -173,8 +178,9 @@ func canonicalAddr(addr string) string {
 
 // A serverID is one server a node said is behind it.
 type serverID struct {
-	runID string // INFO server's run_id: a fresh random value each time a server starts
-	addr  string // where it was reached; "" when unknown
+	runID  string // INFO server's run_id: a fresh random value each time a server starts
+	addr   string // where it was reached; "" when unknown
+	evicts string // its maxmemory-policy and maxmemory when it may evict keys; "" otherwise
 }
 
 func (id serverID) String() string {
@@ -231,7 +237,8 @@ func serversBehind(ctx context.Context, c redis.UniversalClient) []serverID {
 	case *redis.Ring:
 		return eachServer(ctx, c.ForEachShard)
 	case *redis.Client:
-		id := serverID{runID: runID(ctx, c), addr: c.Options().Addr}
+		id := serverInfo(ctx, c)
+		id.addr = c.Options().Addr
 		if id.addr == failoverAddr {
 			// Where the sentinel sent us, as the master saw it.
 			id.addr = ""
@@ -244,8 +251,8 @@ func serversBehind(ctx context.Context, c redis.UniversalClient) []serverID {
 		}
 		return []serverID{id}
 	}
-	if id := runID(ctx, c); id != "" {
-		return []serverID{{runID: id}}
+	if id := serverInfo(ctx, c); id.runID != "" {
+		return []serverID{id}
 	}
 	return nil
 }
@@ -256,9 +263,10 @@ func eachServer(ctx context.Context, forEach func(context.Context, func(context.
 	var mu sync.Mutex
 	var ids []serverID
 	_ = forEach(ctx, func(ctx context.Context, c *redis.Client) error {
-		if id := runID(ctx, c); id != "" {
+		if id := serverInfo(ctx, c); id.runID != "" {
+			id.addr = c.Options().Addr
 			mu.Lock()
-			ids = append(ids, serverID{runID: id, addr: c.Options().Addr})
+			ids = append(ids, id)
 			mu.Unlock()
 		}
 		return nil
@@ -266,16 +274,45 @@ func eachServer(ctx context.Context, forEach func(context.Context, func(context.
 	return ids
 }
 
-// runID returns the run_id in c's INFO server, or "" when it has none.
-func runID(ctx context.Context, c redis.Cmdable) string {
-	info, err := c.Info(ctx, "server").Result()
+// serverInfo reads c's INFO (its default sections, server and memory among
+// them, in one command that Redis 6 takes too): the run_id ("" when it has
+// none or refused), and whether its maxmemory-policy may evict keys.
+func serverInfo(ctx context.Context, c redis.Cmdable) serverID {
+	info, err := c.Info(ctx).Result()
 	if err != nil {
-		return ""
+		return serverID{}
 	}
+	var id serverID
+	var maxmemory, policy string
 	for _, line := range strings.Split(info, "\n") {
-		if id, ok := strings.CutPrefix(strings.TrimSpace(line), "run_id:"); ok {
-			return id
+		k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
+		switch k {
+		case "run_id":
+			id.runID = v
+		case "maxmemory":
+			maxmemory = v
+		case "maxmemory_policy":
+			policy = v
 		}
 	}
-	return ""
+	if maxmemory != "" && maxmemory != "0" && policy != "" && policy != "noeviction" {
+		id.evicts = fmt.Sprintf("maxmemory-policy %s with maxmemory %s", policy, maxmemory)
+	}
+	return id
+}
+
+// evictionRisk returns an error matching ErrEvictionPolicy naming the
+// first master that may evict keys, or nil.
+func evictionRisk(nodes []*node, ids [][]serverID) error {
+	for i, n := range nodes {
+		for _, id := range ids[i] {
+			if id.evicts == "" {
+				continue
+			}
+			return fmt.Errorf("%w: node %d (%s), master %s: %s: an evicted lock key is a lost vote nothing can see;"+
+				" set maxmemory-policy noeviction (CONFIG SET maxmemory-policy noeviction), or accept the risk with WithEvictingMasters",
+				ErrEvictionPolicy, i, n.addr, id, id.evicts)
+		}
+	}
+	return nil
 }

@@ -209,3 +209,49 @@ func TestNewDoesNotCheckANodeThatRefusesINFO(t *testing.T) {
 	defer c.Close()
 	checkLockAndUnlock(t, c, servers)
 }
+
+// New refuses a master whose maxmemory-policy may evict a lock key (an
+// adversary review had volatile-ttl evict one while the restart guard's
+// marker stayed: two holders), names it, and accepts it with
+// WithEvictingMasters; without maxmemory, or with noeviction, nothing is
+// evicted and New accepts the master.
+func TestNewRefusesMastersThatMayEvict(t *testing.T) {
+	r := startReal(t, 3)
+	set := func(maxmemory, policy string) {
+		t.Helper()
+		for k, v := range map[string]string{"maxmemory": maxmemory, "maxmemory-policy": policy} {
+			if err := r.admin[2].ConfigSet(bg, k, v).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, tc := range []struct {
+		maxmemory, policy string
+		refused           bool
+	}{
+		{"100mb", "volatile-ttl", true},
+		{"100mb", "allkeys-lru", true},
+		{"0", "volatile-lru", false},
+		{"100mb", "noeviction", false},
+	} {
+		set(tc.maxmemory, tc.policy)
+		c, err := New(r.clients)
+		if c != nil {
+			_ = c.Close()
+		}
+		if tc.refused != errors.Is(err, ErrEvictionPolicy) {
+			t.Fatalf("maxmemory %s, %s: New = %v; refused by ErrEvictionPolicy: want %v", tc.maxmemory, tc.policy, err, tc.refused)
+		}
+		if tc.refused && (!strings.Contains(err.Error(), tc.policy) || !strings.Contains(err.Error(), "node 2")) {
+			t.Fatalf("New = %v; want it to name node 2 and its policy", err)
+		}
+		if !tc.refused {
+			continue
+		}
+		c, err = New(r.clients, WithEvictingMasters())
+		if err != nil {
+			t.Fatalf("maxmemory %s, %s, WithEvictingMasters: New = %v", tc.maxmemory, tc.policy, err)
+		}
+		_ = c.Close()
+	}
+}

@@ -36,6 +36,7 @@ type config struct {
 	batchLimit    int           // WithBatchLimit; 1: batching off
 	quorumFirst   bool          // WithQuorumFirst
 	strictGuard   bool          // WithStrictRestartGuard
+	evicting      bool          // WithEvictingMasters
 	obs           *Observer     // WithObserver and WithLogger, joined; nil: none
 	logger        *slog.Logger  // WithLogger
 	keyAttributes bool          // WithKeyAttributes
@@ -155,13 +156,27 @@ func WithRestartGuard(d time.Duration) Option {
 	}
 }
 
+// WithEvictingMasters lets New accept masters whose maxmemory-policy may
+// evict keys (any policy but noeviction, with maxmemory set). By default
+// New refuses them with ErrEvictionPolicy: an evicted lock key is a lost
+// vote that nothing can see (the restart guard's marker has no TTL, so a
+// volatile-* policy never evicts it), and with one such master of a lock's
+// majority a second holder can get in. Use it only where the masters'
+// memory can never reach maxmemory.
+func WithEvictingMasters() Option {
+	return func(c *config) error {
+		c.evicting = true
+		return nil
+	}
+}
+
 // WithStrictRestartGuard makes the restart guard count a young master's
-// yes only once every master has reported its memory in the round, not a
-// majority. Redlock tolerates a minority of masters losing their data; a
-// majority losing it at once (a whole fresh deployment replaced, every
-// master flushed) is outside that model, and by default a majority of
-// young masters can then let a second holder in before the first one's
-// TTL is over. The strict guard keeps them out as long as one master that
+// yes only once every master has reported its memory in the round, not all
+// but n/2 − 1 of them. Redlock tolerates a minority of masters losing their
+// data; the default rule sees any single loss, but two masters of a lock's
+// majority losing their data at once, while the masters that kept theirs
+// are slow or down, can let a second holder in before the first one's TTL
+// is over. The strict guard keeps them out as long as one master that
 // kept its data answers, at a price: while its masters are younger than
 // the guard (a fresh deployment's first minute), a master down or hung
 // stops every lock. Without the guard (WithRestartGuard(0)) the option

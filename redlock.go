@@ -97,7 +97,7 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 			return nil, err
 		}
 	}
-	ns, err := newNodes(nodes, cfg.guard > 0) // after the options: it may ask the nodes
+	ns, err := newNodes(nodes, cfg.guard > 0, cfg.evicting) // after the options: it may ask the nodes
 	if err != nil {
 		return nil, err
 	}

@@ -181,6 +181,13 @@ var mutants = []mutant{
 		killers: "TestMemoryScriptNeverReportsANegativeAge",
 	},
 	{
+		name:    "new-accepts-evicting-masters",
+		file:    "identity.go",
+		from:    "	if !evicting {\n",
+		to:      "	if false {\n",
+		killers: "TestNewRefusesMastersThatMayEvict",
+	},
+	{
 		name:    "strict-guard-is-the-default-rule",
 		file:    "internal/core/tally.go",
 		from:    "		enough = t.n\n",
