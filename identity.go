@@ -41,7 +41,9 @@ const failoverAddr = "FailoverClient"
 //
 // With guard, the same questions check the Client's rights to each
 // master's memory marker (checkGuardRights): a node whose answer says a
-// right is missing makes newNodes fail with ErrGuardRights.
+// right is missing makes newNodes fail with ErrGuardRights. Unless
+// evicting, a master whose INFO says it may evict keys makes it fail with
+// ErrEvictionPolicy (evictionRisk).
 func newNodes(clients []redis.UniversalClient, guard, evicting bool) ([]*node, error) {
 	if len(clients) == 0 {
 		return nil, fmt.Errorf("%w: no nodes", ErrInvalidArgument)

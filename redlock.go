@@ -82,6 +82,12 @@ type Client struct {
 // the first vote would. A master that cannot answer in time, and a Redis
 // Cluster (whose markers are one per hash tag), are not checked here: their
 // votes fail, with the server's NOPERM error, rather than count unguarded.
+//
+// The same INFO tells whether a master may evict keys (maxmemory set, and
+// a maxmemory-policy other than noeviction): New then returns an error
+// matching ErrEvictionPolicy that names the master and its policy, unless
+// WithEvictingMasters accepts the risk. An evicted lock key is a lost vote
+// that nothing can see.
 func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 	cfg := defaultConfig()
 	for i, o := range opts {
