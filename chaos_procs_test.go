@@ -57,7 +57,7 @@ type procOp struct {
 
 const procOpPrefix = "redlock-op "
 
-// procHistory runs workers processes for length while fn runs (the fault
+// procHistory runs workers processes while during runs (the fault
 // schedule), then stops them and returns every increment they made.
 func (s *scenario) procHistory(workers int, cfg procConfig, during func()) []porcupine.Operation {
 	s.t.Helper()

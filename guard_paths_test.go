@@ -124,7 +124,7 @@ func TestAMajorityLossWithTheWitnessesSlowIsRefused(t *testing.T) {
 	youngKeptOut(t, m, a, l, err)
 }
 
-// An adversary review's scene: masters 3 and 4 hold no marker (every script
+// Masters 3 and 4 hold no marker (every script
 // there failed at maxmemory while A was made and locked; they lost
 // nothing), A holds k on masters 0, 1 and 2, which are old; master 0
 // restarts without its data, and masters 1 and 2 are hung, unknown to B.
@@ -172,7 +172,7 @@ func TestOneLossBesideMastersNeverMarkedIsRefused(t *testing.T) {
 	}
 }
 
-// An adversary review's scene, made harder: masters 3 and 4 are down while
+// Masters 3 and 4 are down while
 // A locks k on masters 0, 1 and 2, and come back empty (no key, no marker:
 // as young as a master that lost its data); then masters 0 and 1 restart
 // without their data (two losses, more than the default guard's rule

@@ -376,9 +376,8 @@ func TestLateExtendNeverRepairsAKeyUnlockDeleted(t *testing.T) {
 
 // A master that lost its data, then had its clock stepped back (NTP
 // correcting a rebooted machine) past its new marker's birth: its memory
-// is as young as can be, never "no report". An adversary review had its
-// negative age read as the guard being off, and B won on the restarted
-// master and the free ones while A held k.
+// is as young as can be, never "no report": B, which would win on the
+// restarted master and the free ones, is refused while A holds k.
 func TestAClockSteppedBackPastTheMarkerKeepsTheGuardOn(t *testing.T) {
 	m := newMinis(t, 5, nil)
 	a := restartScene(t, m)

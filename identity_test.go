@@ -211,8 +211,8 @@ func TestNewDoesNotCheckANodeThatRefusesINFO(t *testing.T) {
 }
 
 // New refuses a master whose maxmemory-policy may evict a lock key (an
-// adversary review had volatile-ttl evict one while the restart guard's
-// marker stayed: two holders), names it, and accepts it with
+// evicted key is a lost vote the restart guard's marker, without a TTL,
+// cannot show), names it, and accepts it with
 // WithEvictingMasters; without maxmemory, or with noeviction, nothing is
 // evicted and New accepts the master.
 func TestNewRefusesMastersThatMayEvict(t *testing.T) {

@@ -574,6 +574,11 @@ func settled(cfg Config, s state) bool {
 // marker is made, born now.
 func markMemory(s *state, m int) {
 	s.m[m].memory(s.now, true)
+	marked(s)
+}
+
+// marked records the deployment's first marker, once one was made.
+func marked(s *state) {
 	if s.first < 0 {
 		s.first = s.now
 	}
@@ -581,18 +586,20 @@ func markMemory(s *state, m int) {
 
 // acquire is lua/acquire.lua on master m at s.now.
 func acquire(cfg Config, s *state, m int, token int8) (yes bool, age int8) {
-	if cfg.Guard > 0 {
-		markMemory(s, m)
+	yes, age = s.m[m].Acquire(s.now, token, int8(cfg.TTL), cfg.Guard > 0)
+	if age >= 0 {
+		marked(s)
 	}
-	return s.m[m].Acquire(s.now, token, int8(cfg.TTL), cfg.Guard > 0)
+	return yes, age
 }
 
 // extendMaster is lua/extend.lua on master m at s.now.
 func extendMaster(cfg Config, s *state, m int, token, ttl int8) (yes bool, age int8) {
-	if cfg.Guard > 0 {
-		markMemory(s, m)
+	yes, age = s.m[m].Extend(s.now, token, ttl, cfg.Guard > 0)
+	if age >= 0 {
+		marked(s)
 	}
-	return s.m[m].Extend(s.now, token, ttl, cfg.Guard > 0)
+	return yes, age
 }
 
 // decideExtend replays client ci's extension votes through the core's
