@@ -254,4 +254,11 @@ func TestNewRefusesMastersThatMayEvict(t *testing.T) {
 		}
 		_ = c.Close()
 	}
+	// A user without INFO cannot be told: New does not check, and does not fail.
+	set("100mb", "volatile-ttl")
+	c, err := New(r.aclClients("noinfo", "~*", "+@all", "-info", "&*"))
+	if err != nil {
+		t.Fatalf("a user without INFO: New = %v; want the master unchecked", err)
+	}
+	_ = c.Close()
 }
