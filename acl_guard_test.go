@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redlock-go/redlock/internal/script"
 )
 
 // The restart guard and the minimal ACL, on real Redis 7 masters: the guard
@@ -72,10 +73,10 @@ func TestAVoteWhoseMarkerIsRefusedIsNoVote(t *testing.T) {
 		{"marker key revoked", func(a *redis.Client) error { return a.Do(bg, "ACL", "SETUSER", "app", "resetkeys", "~lk:*").Err() }, "NOPERM"},
 		{"TIME revoked", func(a *redis.Client) error { return a.Do(bg, "ACL", "SETUSER", "app", "-time").Err() }, "can't run this command"},
 		{"marker of another type", func(a *redis.Client) error {
-			if err := a.Del(bg, plainMarkerKey).Err(); err != nil {
+			if err := a.Del(bg, script.PlainMarkerKey).Err(); err != nil {
 				return err
 			}
-			return a.HSet(bg, plainMarkerKey, "f", "v").Err()
+			return a.HSet(bg, script.PlainMarkerKey, "f", "v").Err()
 		}, "WRONGTYPE"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

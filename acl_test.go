@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-go/redlock/internal/redistest"
+	"github.com/redlock-go/redlock/internal/script"
 )
 
 // Redis 7 ACL users, on real masters. A user made with "~* +@all" has no
@@ -290,7 +291,7 @@ func TestMinimalACLOnClusterVotes(t *testing.T) {
 	}, func() {
 		within(t, scaled(5*time.Second), "the waiter's subscriptions", func() bool {
 			for v := range clusters {
-				for shardSubscribers(t, clusters, v, shardOf(hashSlot("lk:a"), 3), "lk:a") == 0 {
+				for shardSubscribers(t, clusters, v, shardOf(script.HashSlot("lk:a"), 3), "lk:a") == 0 {
 					time.Sleep(time.Millisecond) // no signal for another client's SSUBSCRIBE
 				}
 			}

@@ -13,6 +13,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-go/redlock/internal/core"
+	"github.com/redlock-go/redlock/internal/master"
+	"github.com/redlock-go/redlock/internal/script"
 	"github.com/redlock-go/redlock/internal/workers"
 )
 
@@ -37,9 +39,9 @@ func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration, age
 	// PUBLISH on the masters. A waiter of another Client that tries the key
 	// meanwhile finds it taken and marks it, and the release of a marked key
 	// is announced (l.quiet).
-	var announce notice
+	var announce script.Notice
 	if c.wk.listening(key) > 0 {
-		announce = c.announce(acquiredNotice, key, l.token, age)
+		announce = c.announce(script.AcquiredNotice, key, l.token, age)
 	} else {
 		l.quiet = true
 	}
@@ -91,11 +93,11 @@ func (a *acquireRound) call(ctx context.Context, n *node) (ballot, error) {
 
 func (a *acquireRound) start(ctx context.Context, t *nodeTask) bool {
 	t.known = t.n.known.Load()
-	t.n.pipe.start(ctx, a.l.holds[t.n.index], lateSend{}, t.n.acquireCmd(a.args, t.known), t)
+	t.n.pipe.Start(ctx, a.l.holds[t.n.index], master.LateSend{}, t.n.acquireCmd(a.args, t.known), t)
 	return true
 }
 
-func (a *acquireRound) reply(t *nodeTask, cmd reply) (ballot, error) {
+func (a *acquireRound) reply(t *nodeTask, cmd master.Reply) (ballot, error) {
 	b, err := t.n.acquireReply(cmd, t.known)
 	return a.acquired(t.n, b, err)
 }
@@ -104,7 +106,7 @@ func (a *acquireRound) reply(t *nodeTask, cmd reply) (ballot, error) {
 // node when the lock already gave it up.
 func (a *acquireRound) acquired(n *node, b ballot, err error) (ballot, error) {
 	l, h := a.l, a.l.holds[n.index]
-	if errors.Is(err, errNotSent) {
+	if errors.Is(err, master.ErrNotSent) {
 		if h.finishUnsent(a.take) {
 			l.releaseNode(n, a.ttl) // what an earlier call to take it left
 		}
@@ -172,11 +174,11 @@ func (l *Lock) startValidity(until time.Time) {
 // the node deadline; it is clean-up whose result nobody waits for, and
 // announces nothing.
 func (c *Client) releaseNode(n *node, key, token string, ttl time.Duration) {
-	c.releaseNodeWith(n, key, token, ttl, notice{})
+	c.releaseNodeWith(n, key, token, ttl, script.Notice{})
 }
 
 // releaseNodeWith is releaseNode announcing the release with announce.
-func (c *Client) releaseNodeWith(n *node, key, token string, ttl time.Duration, announce notice) {
+func (c *Client) releaseNodeWith(n *node, key, token string, ttl time.Duration, announce script.Notice) {
 	c.releaseNodeArgs(n, ttl, newRoundArgs(key, token, 0, announce, false))
 }
 
@@ -193,12 +195,12 @@ func (c *Client) releaseNodeWith(n *node, key, token string, ttl time.Duration, 
 // keys: lua/release_multi.lua).
 func (l *Lock) releaseNode(n *node, ttl time.Duration) {
 	c := l.c
-	var announce notice
+	var announce script.Notice
 	if int(l.yeses.Load()) >= c.quorum {
-		announce = c.announce(releasedNotice, l.key, l.token, 0)
+		announce = c.announce(script.ReleasedNotice, l.key, l.token, 0)
 	}
 	args := l.args(0, announce, false)
-	if announce.channel != "" {
+	if announce.Channel != "" {
 		args.quiet = "1"
 	}
 	c.releaseNodeArgs(n, ttl, args)
@@ -220,7 +222,7 @@ func (c *Client) releaseNodeArgs(n *node, ttl time.Duration, args *roundArgs) {
 	c.bg.Add(1)
 	if n.pipe != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), c.nodeTimeout(ttl))
-		n.pipe.startFirst(ctx, c.keep(ttl), n.releaseCmd(args), &cleanUp{n: n, cancel: cancel, bg: &c.bg})
+		n.pipe.StartFirst(ctx, c.keep(ttl), n.releaseCmd(args), &cleanUp{n: n, cancel: cancel, bg: &c.bg})
 		return
 	}
 	c.workers.Run(workers.Func(func() {
@@ -238,7 +240,7 @@ type cleanUp struct {
 	bg     *sync.WaitGroup // the Client's
 }
 
-func (u *cleanUp) reply(cmd *redis.Cmd) {
+func (u *cleanUp) Reply(cmd *redis.Cmd) {
 	_, _, _ = u.n.releaseReply(cmd) // for what it tells of the node (notices refused)
 	u.cancel()
 	u.bg.Done()

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlock-go/redlock/internal/script"
+
 	"github.com/redis/go-redis/v9"
 )
 
@@ -33,19 +35,19 @@ func (instantNode) answer(cmd redis.Cmder) {
 		cmd.SetErr(fmt.Errorf("instantNode: %v not supported", args))
 		return
 	}
-	script := args[1]
+	called := args[1]
 	if args[0] == "eval" { // a batch's first call of the script (pipe.withSources)
-		script = nil
-		for sha, s := range scriptsBySHA {
-			if s.src == args[1] {
-				script = sha
+		called = nil
+		for sha, s := range script.BySHA {
+			if s.Source == args[1] {
+				called = sha
 			}
 		}
 	}
-	switch script {
-	case acquireScript.sha:
+	switch called {
+	case script.Acquire.SHA:
 		c.SetVal([]any{int64(1), int64(-1), int64(0), int64(0)}) // yes; the guard is off
-	case releaseScript.sha:
+	case script.Release.SHA:
 		c.SetVal(int64(1)) // deleted, nobody listening
 	default:
 		cmd.SetErr(fmt.Errorf("instantNode: script %v not supported", args[1]))

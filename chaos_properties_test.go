@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/redlock-go/redlock/internal/chaos"
+	"github.com/redlock-go/redlock/internal/script"
 )
 
 // checkLease checks property 2 for l, which no other call is using: a
@@ -303,7 +304,7 @@ func (g *generator) checkValues() {
 // libraryKey reports whether k is one of the library's own keys beside a
 // lock key: a fence counter or a wanted key.
 func libraryKey(k string) bool {
-	return strings.HasSuffix(k, fenceSuffix) || strings.HasSuffix(k, wantedSuffix)
+	return strings.HasSuffix(k, script.FenceSuffix) || strings.HasSuffix(k, script.WantedSuffix)
 }
 
 // checkExpiry checks property 3: with every Client closed, no lock key
@@ -331,7 +332,7 @@ func (g *generator) checkExpiry() {
 func (g *generator) lockKeyTTLs() []map[string]time.Duration {
 	all := g.s.cl.KeyTTLs(g.s.t, "chaos:gen:*")
 	for _, keys := range all {
-		maps.DeleteFunc(keys, func(k string, _ time.Duration) bool { return strings.HasSuffix(k, fenceSuffix) })
+		maps.DeleteFunc(keys, func(k string, _ time.Duration) bool { return strings.HasSuffix(k, script.FenceSuffix) })
 	}
 	return all
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-go/redlock/internal/chaos"
+	"github.com/redlock-go/redlock/internal/script"
 )
 
 // The fault-injection suite: five real redis-server masters, each behind an
@@ -330,7 +331,7 @@ func (s *scenario) established() {
 func (s *scenario) fresh() {
 	s.t.Helper()
 	for _, n := range s.cl.Nodes {
-		if err := n.Admin.Del(bg, markerKey("", false)).Err(); err != nil {
+		if err := n.Admin.Del(bg, script.MarkerKey("", false)).Err(); err != nil {
 			s.t.Fatal(err)
 		}
 	}

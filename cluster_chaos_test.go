@@ -16,6 +16,7 @@ import (
 
 	"github.com/redlock-go/redlock/internal/chaos"
 	"github.com/redlock-go/redlock/internal/redistest"
+	"github.com/redlock-go/redlock/internal/script"
 )
 
 var clusterChaos = flag.Duration("chaos.cluster", 0, "length of TestClusterAndSentinelVotesUnderRandomFaults; default 6s")
@@ -70,7 +71,7 @@ func TestClusterAndSentinelVotesUnderRandomFaults(t *testing.T) {
 		cl := redistest.StartCluster(t, shards)
 		cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), Dialer: proxied(cl.Masters...)})
 		t.Cleanup(func() { _ = cc.Close() })
-		votes = append(votes, chaosVote{cl.Masters, func(key string) *redistest.Server { return cl.Masters[shardOf(hashSlot(key), shards)] }})
+		votes = append(votes, chaosVote{cl.Masters, func(key string) *redistest.Server { return cl.Masters[shardOf(script.HashSlot(key), shards)] }})
 		nodes = append(nodes, cc)
 	}
 	// The third vote is a master with a replica, managed by a sentinel
@@ -88,7 +89,7 @@ func TestClusterAndSentinelVotesUnderRandomFaults(t *testing.T) {
 		}
 		for _, k := range keys {
 			_, cluster := n.(*redis.ClusterClient)
-			if err := n.Set(bg, markerKey(k, cluster), fmt.Sprintf("%d 0", now.Add(-establishedAge).UnixMilli()), 0).Err(); err != nil {
+			if err := n.Set(bg, script.MarkerKey(k, cluster), fmt.Sprintf("%d 0", now.Add(-establishedAge).UnixMilli()), 0).Err(); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-go/redlock/internal/redistest"
+	"github.com/redlock-go/redlock/internal/script"
 )
 
 // clusterVotes starts n votes, each a Redis Cluster of shards masters, and
@@ -143,7 +144,7 @@ func slotMigrates(t *testing.T, cl *redistest.Cluster, nodes []redis.UniversalCl
 		t.Fatal(err)
 	}
 	settle(c)
-	slot := hashSlot(key)
+	slot := script.HashSlot(key)
 	to := (shardOf(slot, shards) + 1) % shards
 	cl.MigrateSlot(slot, to)
 	moved := cl.Masters[to].Client(nil)
@@ -191,12 +192,12 @@ func shardFails(t *testing.T, cl *redistest.Cluster, nodes []redis.UniversalClie
 			t.Fatal(err)
 		}
 		born := now.Add(-establishedAge).UnixMilli()
-		if err := n.Set(bg, markerKey(key, true), fmt.Sprintf("%d 0", born), 0).Err(); err != nil {
+		if err := n.Set(bg, script.MarkerKey(key, true), fmt.Sprintf("%d 0", born), 0).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
 	l := mustLock(t, c, key, time.Minute)
-	cl.Masters[shardOf(hashSlot(key), shards)].Kill()
+	cl.Masters[shardOf(script.HashSlot(key), shards)].Kill()
 	if err := l.Extend(bg, time.Minute); err != nil {
 		t.Fatalf("Extend with the key's shard dead in one vote: %v", err)
 	}
@@ -219,7 +220,7 @@ func keysOffTheirChannelsShard(t *testing.T, shards, n int) []string {
 	var out []string
 	for i := 0; len(out) < n && i < 1000; i++ {
 		k := fmt.Sprintf("k%d", i)
-		if shardOf(hashSlot(k), shards) != shardOf(hashSlot(noticeChannel(k)), shards) {
+		if shardOf(script.HashSlot(k), shards) != shardOf(script.HashSlot(script.NoticeChannel(k)), shards) {
 			out = append(out, k)
 		}
 	}
@@ -256,13 +257,13 @@ func handOffNoticeHeard(t *testing.T, nodes []redis.UniversalClient, key string)
 	queued(t, busy, key, 1)
 	settle(busy)
 	for i, n := range nodes {
-		ps := n.(*redis.ClusterClient).SSubscribe(bg, shardedChannel(key))
+		ps := n.(*redis.ClusterClient).SSubscribe(bg, script.ShardedChannel(key))
 		t.Cleanup(func() { _ = ps.Close() })
 		if _, err := ps.Receive(bg); err != nil { // the confirmation
 			t.Fatalf("vote %d: SUBSCRIBE: %v", i, err)
 		}
 		// What another Client's failed attempt does (acquire.lua).
-		if err := n.Set(bg, wantedKey(key, true), fingerprintOf(l.Token()), time.Minute).Err(); err != nil {
+		if err := n.Set(bg, script.WantedKey(key, true), fingerprintOf(l.Token()), time.Minute).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -401,8 +402,8 @@ func unslottableKeys(t *testing.T, nodes []redis.UniversalClient) {
 		if _, err := l.Fence(bg); err != nil {
 			t.Fatalf("Fence of %q on cluster votes: %v", key, err)
 		}
-		if marker := markerKey(key, true); hashSlot(marker) != hashSlot(key) {
-			t.Fatalf("the marker of %q, %q, is in slot %d, the key in %d", key, marker, hashSlot(marker), hashSlot(key))
+		if marker := script.MarkerKey(key, true); script.HashSlot(marker) != script.HashSlot(key) {
+			t.Fatalf("the marker of %q, %q, is in slot %d, the key in %d", key, marker, script.HashSlot(marker), script.HashSlot(key))
 		}
 		if err := l.Unlock(bg); err != nil {
 			t.Fatal(err)
@@ -429,13 +430,13 @@ func shardNotices(t *testing.T, clusters []*redistest.Cluster, nodes []redis.Uni
 		}
 		got <- err
 	}()
-	home := shardOf(hashSlot(key), shards)
+	home := shardOf(script.HashSlot(key), shards)
 	awaitSubscribed := func(vote, master int) {
 		t.Helper()
 		deadline := time.Now().Add(scaled(5 * time.Second))
 		for shardSubscribers(t, clusters, vote, master, key) == 0 {
 			if time.Now().After(deadline) {
-				t.Fatalf("vote %d: no subscriber of %q on master %d, which serves its key", vote, shardedChannel(key), master)
+				t.Fatalf("vote %d: no subscriber of %q on master %d, which serves its key", vote, script.ShardedChannel(key), master)
 			}
 			time.Sleep(5 * time.Millisecond) // the subscription sends no signal the test can wait on
 		}
@@ -446,16 +447,16 @@ func shardNotices(t *testing.T, clusters []*redistest.Cluster, nodes []redis.Uni
 	for v, cl := range clusters {
 		for _, m := range cl.Masters {
 			c := m.Client(nil)
-			n, err := c.PubSubNumSub(bg, noticeChannel(key)).Result()
+			n, err := c.PubSubNumSub(bg, script.NoticeChannel(key)).Result()
 			_ = c.Close()
-			if err != nil || n[noticeChannel(key)] != 0 {
-				t.Fatalf("vote %d, master %s: %v plain subscribers of %q (%v), want none", v, m.Addr, n, noticeChannel(key), err)
+			if err != nil || n[script.NoticeChannel(key)] != 0 {
+				t.Fatalf("vote %d, master %s: %v plain subscribers of %q (%v), want none", v, m.Addr, n, script.NoticeChannel(key), err)
 			}
 		}
 	}
 	if migrate >= 0 {
 		to := (home + 1) % shards
-		clusters[migrate].MigrateSlot(hashSlot(key), to)
+		clusters[migrate].MigrateSlot(script.HashSlot(key), to)
 		awaitSubscribed(migrate, to)
 	}
 	start := time.Now()
@@ -481,7 +482,7 @@ func shardSubscribers(t *testing.T, clusters []*redistest.Cluster, vote, master 
 	t.Helper()
 	c := clusters[vote].Masters[master].Client(nil)
 	defer c.Close()
-	v, err := c.Do(bg, "PUBSUB", "SHARDNUMSUB", shardedChannel(key)).Slice()
+	v, err := c.Do(bg, "PUBSUB", "SHARDNUMSUB", script.ShardedChannel(key)).Slice()
 	if err != nil || len(v) != 2 {
 		t.Fatalf("PUBSUB SHARDNUMSUB: %v %v", v, err)
 	}
@@ -498,7 +499,7 @@ func shardReconnect(t *testing.T, clusters []*redistest.Cluster, nodes []redis.U
 	var keys []string
 	for i := 0; len(keys) < 2; i++ {
 		k := fmt.Sprintf("rc%d", i)
-		if shardOf(hashSlot(k), shards) == 0 && (len(keys) == 0 || hashSlot(k) != hashSlot(keys[0])) {
+		if shardOf(script.HashSlot(k), shards) == 0 && (len(keys) == 0 || script.HashSlot(k) != script.HashSlot(keys[0])) {
 			keys = append(keys, k)
 		}
 	}
@@ -524,7 +525,7 @@ func shardReconnect(t *testing.T, clusters []*redistest.Cluster, nodes []redis.U
 			for _, k := range keys {
 				for shardSubscribers(t, clusters, v, 0, k) == 0 {
 					if time.Now().After(deadline) {
-						t.Fatalf("vote %d: no subscriber of %q on master 0", v, shardedChannel(k))
+						t.Fatalf("vote %d: no subscriber of %q on master 0", v, script.ShardedChannel(k))
 					}
 					time.Sleep(5 * time.Millisecond) // the subscription sends no signal the test can wait on
 				}
@@ -561,54 +562,6 @@ func shardReconnect(t *testing.T, clusters []*redistest.Cluster, nodes []redis.U
 	}
 }
 
-// TestShardSubsUnsubscribeThenSubscribe: a channel unsubscribed and at once
-// subscribed again stays subscribed: the reply to the unsubscribe, which
-// comes after, is the Client's own, not a slot that moved.
-func TestShardSubsUnsubscribeThenSubscribe(t *testing.T) {
-	cl := redistest.StartCluster(t, 3)
-	s := newShardSubs(cl.Client())
-	events := make(chan subEvent, 16)
-	go s.run(func(e subEvent) { events <- e })
-	defer s.close()
-	a, b := shardedChannel("{t}a"), shardedChannel("{t}b") // one slot, one PubSub
-	expect := func(kind subKind, channel string) {
-		t.Helper()
-		select {
-		case e := <-events:
-			if e.kind != kind || e.channel != channel {
-				t.Fatalf("event %+v, want kind %d on %q", e, kind, channel)
-			}
-		case <-time.After(scaled(5 * time.Second)):
-			t.Fatalf("no event (want kind %d on %q)", kind, channel)
-		}
-	}
-	for _, ch := range []string{a, b} {
-		if err := s.subscribe(bg, ch); err != nil {
-			t.Fatal(err)
-		}
-		expect(subConfirmed, ch)
-	}
-	if err := s.unsubscribe(bg, a); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.subscribe(bg, a); err != nil {
-		t.Fatal(err)
-	}
-	expect(subEnded, a)
-	expect(subConfirmed, a)
-	s.mu.Lock()
-	confirmed := s.slots[hashSlot(a)].confirmed[a]
-	s.mu.Unlock()
-	if !confirmed {
-		t.Fatal("the subscription is not recorded as confirmed")
-	}
-	master := cl.Masters[shardOf(hashSlot(a), 3)].Client(nil)
-	defer master.Close()
-	if v, err := master.Do(bg, "PUBSUB", "SHARDNUMSUB", a).Slice(); err != nil || len(v) != 2 || v[1] != int64(1) {
-		t.Fatalf("PUBSUB SHARDNUMSUB %s = %v (%v), want 1", a, v, err)
-	}
-}
-
 // holderAndSlowWaiter returns two Clients on nodes, closed when the test
 // ends: a holder's, and a waiter's whose every backoff is backoff, long
 // enough that a wait which ends sooner was ended by a notice.
@@ -628,38 +581,4 @@ func holderAndSlowWaiter(t *testing.T, nodes []redis.UniversalClient) (a, b *Cli
 		}
 	}
 	return a, b, backoff
-}
-
-// TestShardSubsOnAStaleView: a slot moved before the cluster client
-// learned of it, so the first SSUBSCRIBE goes to a master that no
-// longer serves the slot, which refuses it (MOVED), and go-redis follows no
-// redirection on a PubSub. The subscription is unconfirmed, and audit makes
-// it again where the slot is now.
-func TestShardSubsOnAStaleView(t *testing.T) {
-	cl := redistest.StartCluster(t, 3)
-	cc := cl.Client()
-	if err := cc.Ping(bg).Err(); err != nil { // its view of the slots, before the moves
-		t.Fatal(err)
-	}
-	ch := shardedChannel("stale")
-	slot := hashSlot(ch)
-	home := shardOf(slot, 3)
-	cl.MigrateSlot(slot, (home+1)%3)
-	s := newShardSubs(cc)
-	go s.run(func(subEvent) {})
-	defer s.close()
-	if err := s.subscribe(bg, ch); err != nil {
-		t.Fatal(err)
-	}
-	owner := cl.Masters[(home+1)%3].Client(nil)
-	defer owner.Close()
-	within(t, scaled(10*time.Second), "the subscription on the slot's master", func() bool {
-		for {
-			v, err := owner.Do(bg, "PUBSUB", "SHARDNUMSUB", ch).Slice()
-			if err == nil && len(v) == 2 && v[1] == int64(1) {
-				return true
-			}
-			time.Sleep(10 * time.Millisecond) // no signal for a subscription made elsewhere
-		}
-	})
 }

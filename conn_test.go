@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redlock-go/redlock/internal/master"
 )
 
 // A foreign client library, as an adapter would bring it: its own reply
@@ -13,36 +15,36 @@ import (
 // underneath only because no other client is in this module's graph; the
 // lock logic sees none of go-redis's types.
 type foreignConn struct {
-	inner                             conn
+	inner                             master.Conn
 	scripts, publishes, subscriptions atomic.Int64
 }
 
-func (f *foreignConn) script(ctx context.Context, args []any) reply {
+func (f *foreignConn) Script(ctx context.Context, args []any) master.Reply {
 	f.scripts.Add(1)
-	r := f.inner.script(ctx, args)
+	r := f.inner.Script(ctx, args)
 	return foreignReply{val: r.Val(), err: r.Err()}
 }
 
-func (f *foreignConn) publish(ctx context.Context, channel, message string) error {
+func (f *foreignConn) Publish(ctx context.Context, channel, message string) error {
 	f.publishes.Add(1)
-	return f.inner.publish(ctx, channel, message)
+	return f.inner.Publish(ctx, channel, message)
 }
 
-func (f *foreignConn) publishAll(ctx context.Context, channels, messages []string) error {
+func (f *foreignConn) PublishAll(ctx context.Context, channels, messages []string) error {
 	for i, ch := range channels {
-		if err := f.publish(ctx, ch, messages[i]); err != nil {
+		if err := f.Publish(ctx, ch, messages[i]); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (f *foreignConn) subscribe() subscription {
+func (f *foreignConn) Subscribe() master.Subscription {
 	f.subscriptions.Add(1)
-	return foreignSub{f.inner.subscribe()}
+	return foreignSub{f.inner.Subscribe()}
 }
 
-func (f *foreignConn) cluster() bool { return false }
+func (f *foreignConn) Cluster() bool { return false }
 
 // foreignReply is a reply that is not a *redis.Cmd.
 type foreignReply struct {
@@ -88,16 +90,16 @@ func (r foreignReply) Text() (string, error) {
 
 // foreignSub hands the waker its events one at a time, as an adapter's
 // own subscription would.
-type foreignSub struct{ inner subscription }
+type foreignSub struct{ inner master.Subscription }
 
-func (s foreignSub) subscribe(ctx context.Context, ch string) error {
-	return s.inner.subscribe(ctx, ch)
+func (s foreignSub) Subscribe(ctx context.Context, ch string) error {
+	return s.inner.Subscribe(ctx, ch)
 }
-func (s foreignSub) unsubscribe(ctx context.Context, ch string) error {
-	return s.inner.unsubscribe(ctx, ch)
+func (s foreignSub) Unsubscribe(ctx context.Context, ch string) error {
+	return s.inner.Unsubscribe(ctx, ch)
 }
-func (s foreignSub) run(deliver func(subEvent)) { s.inner.run(deliver) }
-func (s foreignSub) close() error               { return s.inner.close() }
+func (s foreignSub) Run(deliver func(master.SubEvent)) { s.inner.Run(deliver) }
+func (s foreignSub) Close() error                      { return s.inner.Close() }
 
 // The lock logic needs nothing of a master's client but conn: with every
 // node behind a foreign adapter (batching off, since batching is

@@ -402,7 +402,7 @@ func TestClosedSubscriptionDegradesToPolling(t *testing.T) {
 	})
 	waiterC.wk.mu.Lock()
 	for _, s := range waiterC.wk.subs {
-		_ = s.ps.close()
+		_ = s.ps.Close()
 	}
 	waiterC.wk.mu.Unlock()
 	if err := holder.Unlock(bg); err != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redlock-go/redlock/internal/core"
+	"github.com/redlock-go/redlock/internal/script"
 )
 
 // Extend makes the lock live at least ttl from now on every node that still
@@ -81,13 +82,11 @@ func (l *Lock) extend(ctx context.Context, ttl time.Duration) error {
 	start := time.Now()
 	deadline := c.deadline(start, ttl).until(until) // a majority after the validity ended is too late
 	guard := c.guard(ttl) > 0
-	args := l.args(ttl, notice{}, guard)
+	args := l.args(ttl, script.Notice{}, guard)
 	// Only an extension that lengthens the lock asks masters to take the
 	// key: a key it takes lives from this round on, for ttl, and can vouch
 	// for no earlier end. A shorter ttl confirms Until, which only keys
-	// that held our token already can (found by an adversary pass: short
-	// keys taken where the lock's had vanished confirmed an Until a minute
-	// ahead, and another Client took the key meanwhile).
+	// that held our token already can.
 	lengthens := validUntil(start, ttl, c.cfg.driftFactor).After(until)
 	skip, widen := l.extendSkips(lengthens)
 	if guard && l.needsWitnesses() {
@@ -97,39 +96,50 @@ func (l *Lock) extend(ctx context.Context, ttl time.Duration) error {
 			}
 		}
 	}
-	var take *acquireRound // for the masters that may lack the key (quorumfirst.go)
-	if widen {
-		take = &acquireRound{l: l, ttl: ttl, args: newRoundArgs(l.key, l.token, ttl, notice{}, guard), take: true}
+	er := &extendRound{l: l, guard: guard, args: args}
+	if widen { // for the masters that may lack the key (quorumfirst.go)
+		er.take = &acquireRound{l: l, ttl: ttl, args: newRoundArgs(l.key, l.token, ttl, script.Notice{}, guard), take: true}
 	}
-	r := c.fanOut(ctx, "extend", l.key, deadline, skip, ttl, func(ctx context.Context, n *node) (ballot, error) {
-		h := l.holds[n.index]
-		if take != nil && h.ask() {
-			// The key may be missing here: take it, while the lock is
-			// valid (this round's deadline). A yes counts as a holder's
-			// for this extension's end, later than Until.
-			return take.call(ctx, n)
+	r := c.fanOut(ctx, "extend", l.key, deadline, skip, ttl, er.on)
+	return l.extended(ctx, r, start, ttl)
+}
+
+// An extendRound is one Extend's call on each master.
+type extendRound struct {
+	l     *Lock
+	guard bool
+	args  *roundArgs
+	take  *acquireRound // not nil: the round may take the key where it is missing
+}
+
+// on extends the lock on master n. Where the key may be missing, it takes
+// it, while the lock is valid (the round's deadline): a yes counts as a
+// holder's for this extension's end, later than Until. A master that
+// refused the lock is asked only for its memory's report, when the young
+// votes may need it (I4): it repairs nothing (born 0), and a yes is our
+// token's, found there.
+func (er *extendRound) on(ctx context.Context, n *node) (ballot, error) {
+	l := er.l
+	h := l.holds[n.index]
+	if er.take != nil && h.ask() {
+		return er.take.call(ctx, n)
+	}
+	if err := h.await(ctx); err != nil {
+		if !er.guard || !errors.Is(err, ErrNodeRefused) || !l.needsWitnesses() {
+			return ballot{}, refusalAsVote(err)
 		}
-		if err := h.await(ctx); err != nil {
-			if !guard || !errors.Is(err, ErrNodeRefused) || !l.needsWitnesses() {
-				return ballot{}, refusalAsVote(err)
-			}
-			// A master that refused the lock, asked for its memory's
-			// report: the young votes may need it (I4). It repairs
-			// nothing (born 0), and a yes is our token's, found there.
-			b, err := n.extend(ctx, args, 0)
-			if err == nil && b.yes {
-				h.tokenSeen()
-			}
-			return b, err
-		}
-		b, err := n.extend(ctx, args, h.born.Load())
+		b, err := n.extend(ctx, er.args, 0)
 		if err == nil && b.yes {
-			h.born.Store(b.mem.born) // a later repair is for a later loss only
-			h.tokenSeen()            // Unlock asks it (narrowHanded)
+			h.tokenSeen()
 		}
 		return b, err
-	})
-	return l.extended(ctx, r, start, ttl)
+	}
+	b, err := n.extend(ctx, er.args, h.born.Load())
+	if err == nil && b.yes {
+		h.born.Store(b.mem.born) // a later repair is for a later loss only
+		h.tokenSeen()            // Unlock asks it (narrowHanded)
+	}
+	return b, err
 }
 
 // needsWitnesses reports whether an extension round must also ask the

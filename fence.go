@@ -6,13 +6,9 @@ package redlock
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync/atomic"
 	"time"
 )
-
-// fenceSuffix names a key's fence counter: key + fenceSuffix.
-const fenceSuffix = ":redlock-fence"
 
 // Fence returns the lock's fencing token. Call it just before the side
 // effect the lock protects, pass the number along with it, and have the
@@ -175,46 +171,6 @@ func fenceFrom(values []uint64) (f uint64, held int) {
 		}
 	}
 	return f, held
-}
-
-// fenceKey is the key of key's fence counter on a master (see inSlotOf).
-func fenceKey(key string, cluster bool) string {
-	if !cluster {
-		return key + fenceSuffix
-	}
-	return inSlotOf(key, fenceSuffix)
-}
-
-// inSlotOf names a key of the library's, key + suffix, in key's hash slot,
-// as a script on a Redis Cluster master needs: key + suffix when key has a
-// hash tag, and otherwise key becomes the tag. A key with a '}' but no hash
-// tag has no such name (braces around it make another tag), so it is
-// refused where a vote is a cluster (slotless); it gets key + suffix here,
-// for plain masters, where slots do not matter.
-func inSlotOf(key, suffix string) string {
-	if hasHashTag(key) || strings.Contains(key, "}") {
-		return key + suffix
-	}
-	return "{" + key + "}" + suffix
-}
-
-// slotless reports whether key's library keys (its memory marker, its fence
-// counter, its wanted key) cannot share its hash slot on a Redis Cluster
-// master: it has a '}' but no hash tag. A script must declare them with the
-// key, and a Cluster master refuses keys of two slots in one script.
-func slotless(key string) bool {
-	return !hasHashTag(key) && strings.Contains(key, "}")
-}
-
-// hasHashTag reports whether Redis Cluster hashes only part of key: a '{'
-// followed, later, by a '}' with at least one byte between them.
-func hasHashTag(key string) bool {
-	open := strings.IndexByte(key, '{')
-	if open < 0 {
-		return false
-	}
-	end := strings.IndexByte(key[open+1:], '}')
-	return end > 0
 }
 
 // lockKey is the context key under which Do's fn finds its lock.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redlock-go/redlock/internal/redistest"
+	"github.com/redlock-go/redlock/internal/script"
 )
 
 // A counter seeded high (a migration from another fencing scheme, e.g. a
@@ -24,7 +25,7 @@ func TestFenceCounterPast2To53StillGrows(t *testing.T) {
 	c := r.client()
 	const seed = "9007199254740993" // 2^53 + 1
 	for i := range 5 {
-		if err := r.admin[i].Set(bg, fenceKey("k", false), seed, 0).Err(); err != nil {
+		if err := r.admin[i].Set(bg, script.FenceKey("k", false), seed, 0).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -35,7 +36,7 @@ func TestFenceCounterPast2To53StillGrows(t *testing.T) {
 		if err != nil {
 			t.Fatalf("holder %d: %v", i, err)
 		}
-		ctr, _ := r.admin[0].Get(bg, fenceKey("k", false)).Result()
+		ctr, _ := r.admin[0].Get(bg, script.FenceKey("k", false)).Result()
 		t.Logf("holder %d: fence %d, counter on master 0 %s", i, f, ctr)
 		if f <= last {
 			t.Errorf("holder %d: fence %d is not above the previous holder's %d", i, f, last)
@@ -55,7 +56,7 @@ func TestFenceOfATamperedCounterIsAnErrorNotNotHeld(t *testing.T) {
 	r := startReal(t, 5)
 	c := r.client()
 	for i := range 5 {
-		if err := r.admin[i].Set(bg, fenceKey("k", false), "-1", 0).Err(); err != nil {
+		if err := r.admin[i].Set(bg, script.FenceKey("k", false), "-1", 0).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -79,7 +80,7 @@ func TestFenceWaitingForAnotherHonoursItsCtx(t *testing.T) {
 	l := mustLock(t, c, "k", time.Minute)
 	gate := make(chan struct{})
 	arrived := make(chan struct{}, 5)
-	hookAll(r.clients, &scriptHook{script: fenceScript, before: func(context.Context) {
+	hookAll(r.clients, &scriptHook{script: script.Fence, before: func(context.Context) {
 		select {
 		case arrived <- struct{}{}:
 		default:

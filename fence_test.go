@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redlock-go/redlock/internal/redistest"
+	"github.com/redlock-go/redlock/internal/script"
 )
 
 // Fences of one key grow from holder to holder, and one holder gets the
@@ -50,7 +51,7 @@ func TestFenceIsAboveAnEarlierHoldersAcrossDifferentMajorities(t *testing.T) {
 		if i == 0 {
 			v = 100
 		}
-		if err := r.admin[i].Set(bg, fenceKey("k", false), v, 0).Err(); err != nil {
+		if err := r.admin[i].Set(bg, script.FenceKey("k", false), v, 0).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -303,14 +304,14 @@ func TestFenceKey(t *testing.T) {
 		cluster bool
 		want    string
 	}{
-		{"k", false, "k" + fenceSuffix},
-		{"k", true, "{k}" + fenceSuffix},
-		{"user:{42}", true, "user:{42}" + fenceSuffix}, // its tag hashes both
-		{"a{b", true, "{a{b}" + fenceSuffix},           // no tag: the whole key is the new tag
-		{"a{}b", true, "a{}b" + fenceSuffix},           // an empty tag is none, and its '}' defeats a new one
-		{"a}b", true, "a}b" + fenceSuffix},             // cannot be tagged: another slot
+		{"k", false, "k" + script.FenceSuffix},
+		{"k", true, "{k}" + script.FenceSuffix},
+		{"user:{42}", true, "user:{42}" + script.FenceSuffix}, // its tag hashes both
+		{"a{b", true, "{a{b}" + script.FenceSuffix},           // no tag: the whole key is the new tag
+		{"a{}b", true, "a{}b" + script.FenceSuffix},           // an empty tag is none, and its '}' defeats a new one
+		{"a}b", true, "a}b" + script.FenceSuffix},             // cannot be tagged: another slot
 	} {
-		if got := fenceKey(tc.key, tc.cluster); got != tc.want {
+		if got := script.FenceKey(tc.key, tc.cluster); got != tc.want {
 			t.Errorf("fenceKey(%q, %v) = %q, want %q", tc.key, tc.cluster, got, tc.want)
 		}
 	}

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redlock-go/redlock/internal/master"
+	"github.com/redlock-go/redlock/internal/script"
 )
 
 // A master that restarts without persistence (or is flushed, or fails over
@@ -62,29 +64,6 @@ import (
 // deployment's markers, all born in its first rounds.
 const memorySlack = time.Second
 
-// markerKey is the master's memory marker that the scripts read: one per
-// plain master; on a Redis Cluster master it must share the lock key's hash
-// slot, so it is one per hash tag (inSlotOf), which knows only since that
-// tag was first used there.
-func markerKey(key string, cluster bool) string {
-	if !cluster {
-		return plainMarkerKey
-	}
-	return inSlotOf(key, markerSuffix)
-}
-
-const (
-	plainMarkerKey = "redlock:memory"  // a plain master's marker
-	markerSuffix   = ":redlock-memory" // a cluster master's, after the key's hash tag
-)
-
-// ownKey reports whether key is a name the library uses for its own keys
-// (a memory marker, a fence counter, a wanted key): a lock on it would
-// overwrite them.
-func ownKey(key string) bool {
-	return key == plainMarkerKey || strings.HasSuffix(key, markerSuffix) || strings.HasSuffix(key, fenceSuffix) || strings.HasSuffix(key, wantedSuffix)
-}
-
 // checkGuardRights runs lua/guard_check.lua on n's plain marker (on every
 // shard of a Ring): it does to the marker what every vote does, and on a
 // single master the Client learns its memory's age, as from a vote. It returns
@@ -94,7 +73,7 @@ func ownKey(key string) bool {
 // Cluster node is not checked: its markers are one per hash tag.
 func checkGuardRights(ctx context.Context, n *node) error {
 	check := func(ctx context.Context, c redis.UniversalClient) (v [3]int64, err error) {
-		err = replyInts(runScript(ctx, c, guardCheckScript.evalsha(1, plainMarkerKey)), v[:], "guard check")
+		err = replyInts(master.Run(ctx, c, script.GuardCheck.Evalsha(1, script.PlainMarkerKey)), v[:], "guard check")
 		return v, err
 	}
 	var err error
@@ -151,7 +130,7 @@ func guardRightsMissing(nodes []*node, errs []error) error {
 	return fmt.Errorf("%w: node %d (%s) refused the marker %q or a command it needs: %v%s; "+
 		"grant the user the key and the commands (ACL SETUSER <user> ~%s +get +set +time), "+
 		"or turn the guard off with WithRestartGuard(0) to accept that a master restarting without its data may let a second holder in",
-		ErrGuardRights, first, nodes[first].addr, plainMarkerKey, errs[first], also, plainMarkerKey)
+		ErrGuardRights, first, nodes[first].addr, script.PlainMarkerKey, errs[first], also, script.PlainMarkerKey)
 }
 
 // missingRight reports whether err is a server's refusal for want of an ACL

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redlock-go/redlock/internal/script"
 )
 
 // advScene: holder A holds "k" on masters 0,1,2 (3 and 4 refused it), then
@@ -138,7 +139,7 @@ func TestOneLossBesideMastersNeverMarkedIsRefused(t *testing.T) {
 			r := startReal(t, n) // every master old
 			q := n/2 + 1
 			for i := q; i < n; i++ {
-				if err := r.clients[i].Del(bg, plainMarkerKey).Err(); err != nil {
+				if err := r.clients[i].Del(bg, script.PlainMarkerKey).Err(); err != nil {
 					t.Fatal(err)
 				}
 				if err := r.clients[i].ConfigSet(bg, "maxmemory", "1").Err(); err != nil {
@@ -150,7 +151,7 @@ func TestOneLossBesideMastersNeverMarkedIsRefused(t *testing.T) {
 				if err := r.clients[i].ConfigSet(bg, "maxmemory", "0").Err(); err != nil {
 					t.Fatal(err)
 				}
-				if v, err := r.clients[i].Get(bg, plainMarkerKey).Result(); !errors.Is(err, redis.Nil) {
+				if v, err := r.clients[i].Get(bg, script.PlainMarkerKey).Result(); !errors.Is(err, redis.Nil) {
 					t.Fatalf("master %d has a marker %q (%v)", i, v, err)
 				}
 			}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redlock-go/redlock/internal/core"
+	"github.com/redlock-go/redlock/internal/master"
+	"github.com/redlock-go/redlock/internal/script"
 )
 
 // restartScene: holder A holds key "k" on masters 0-2 (3 and 4 were taken
@@ -345,7 +347,7 @@ func TestLateExtendNeverRepairsAKeyUnlockDeleted(t *testing.T) {
 	open := sync.OnceFunc(func() { close(gate) })
 	t.Cleanup(open) // before Close, should the test fail while it is shut
 	arrived := make(chan struct{}, 1)
-	r.clients[0].AddHook(&scriptHook{script: extendScript, before: func(context.Context) {
+	r.clients[0].AddHook(&scriptHook{script: script.Extend, before: func(context.Context) {
 		select {
 		case arrived <- struct{}{}:
 		default:
@@ -400,11 +402,11 @@ func TestMemoryScriptNeverReportsANegativeAge(t *testing.T) {
 	m := newMinis(t, 1, nil)
 	m.servers[0].FlushAll()
 	var v [3]int64
-	if err := replyInts(runScript(bg, m.clients[0], guardCheckScript.evalsha(1, plainMarkerKey)), v[:], "guard check"); err != nil {
+	if err := replyInts(master.Run(bg, m.clients[0], script.GuardCheck.Evalsha(1, script.PlainMarkerKey)), v[:], "guard check"); err != nil {
 		t.Fatal(err)
 	}
 	m.servers[0].FastForward(-5 * time.Second)
-	if err := replyInts(runScript(bg, m.clients[0], guardCheckScript.evalsha(1, plainMarkerKey)), v[:], "guard check"); err != nil {
+	if err := replyInts(master.Run(bg, m.clients[0], script.GuardCheck.Evalsha(1, script.PlainMarkerKey)), v[:], "guard check"); err != nil {
 		t.Fatal(err)
 	}
 	if v[0] != 0 {

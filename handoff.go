@@ -9,6 +9,9 @@ import (
 	"errors"
 	"sync/atomic"
 	"time"
+
+	"github.com/redlock-go/redlock/internal/master"
+	"github.com/redlock-go/redlock/internal/script"
 )
 
 // recipient picks who Unlock hands the lock to, claiming it: the waiter
@@ -128,19 +131,52 @@ func (to recipient) ttl() time.Duration {
 // decided.
 func (l *Lock) handOff(ctx context.Context, to recipient, ttl time.Duration) handOffResult {
 	c := l.c
+	ho := l.newHandOffRound(to, ttl)
+	if ho == nil {
+		return handOffResult{}
+	}
+	var skip []error
+	var unheard uint64
+	var hedge time.Duration
+	if ho.remote {
+		skip = ho.remoteSkips()
+		unheard, hedge = l.unlockReserves(ho.nttl)
+	}
+	own := c.wk.listening(l.key)
+	start := time.Now()
+	r := c.fanOutQuorumFirst(context.WithoutCancel(ctx), "hand-off", l.key, c.deadline(start, ho.nttl), skip, ho.nttl, nodeCall(ho.on), unheard, hedge)
+	if r.won() && r.unasked == unheard {
+		c.noteRound(r.elapsed()) // decided without its reserves: the usual time (unlockReserves)
+	}
+	ho.settleUnasked(r)
+	if ho.remote || ho.heard.Load() > own {
+		c.wk.othersListen(l.key, false)
+	}
+	l.endBy(r.decided)
+	if ho.remote {
+		return ho.endRemote(r, to.remote)
+	}
+	return ho.endLocal(r, to.local)
+}
+
+// newHandOffRound makes the hand-off of l to to: the new lock, with
+// another Client's waiter's token (to.remote) or a new one of ours, and the
+// notice that announces it. nil: no new lock could be made.
+func (l *Lock) newHandOffRound(to recipient, ttl time.Duration) *handOffRound {
+	c := l.c
 	nttl := to.ttl()
 	var nl *Lock
-	var announce notice
+	var announce script.Notice
 	if to.remote != nil {
 		nl = &Lock{c: c, key: l.key, token: to.remote.token, ttl: nttl, holds: newHolds(len(c.nodes))}
-		announce = newNotice(handedNotice, l.key, to.remote.client, to.remote.token, 0)
-		announce.channel = handOffChannel(l.key, to.remote.client) // its Client alone hears it (of this version)
+		announce = script.NewNotice(script.HandedNotice, l.key, to.remote.client, to.remote.token, 0)
+		announce.Channel = script.HandOffChannel(l.key, to.remote.client) // its Client alone hears it (of this version)
 	} else {
 		var err error
 		if nl, err = c.newLock(l.key, nttl); err != nil {
-			return handOffResult{}
+			return nil
 		}
-		announce = c.announce(acquiredNotice, l.key, nl.token, 0)
+		announce = c.announce(script.AcquiredNotice, l.key, nl.token, 0)
 	}
 	ho := &handOffRound{
 		l: l, nl: nl, ttl: ttl, nttl: nttl, remote: to.remote != nil,
@@ -154,75 +190,78 @@ func (l *Lock) handOff(ctx context.Context, to recipient, ttl time.Duration) han
 	ho.args.newToken = nl.token
 	ho.args.trusted = boolArg(l.trustedHandOff(nttl))
 	ho.args.remote = boolArg(ho.remote)
-	var skip []error
-	var unheard uint64
-	var hedge time.Duration
-	if ho.remote {
-		// Not where our token is known not to be: the script leaves a free
-		// key or another's alone for another Client's waiter. (A local
-		// waiter's takes a free key.) And where it was never heard to be,
-		// for a lock taken on a hand-off's notices, only when the others
-		// cannot decide the round alone (Lock.unheardNodes).
-		skip = l.refusedNodes()
-		never := l.unheardNodes()
-		for i, err := range skip {
-			if never&(1<<i) != 0 {
-				// Never heard: a hand-off may have put our token there
-				// after a call was refused (an Extend's, asking it to take
-				// the key), with a notice this Client missed (an
-				// adversary review).
-				skip[i], err = nil, nil
-			}
-			if err != nil {
-				nl.holds[i].finish(false, nil)
-				ho.calls.holds[i].finish(false, nil)
-			}
+	return ho
+}
+
+// remoteSkips is which masters a hand-off to another Client's waiter
+// skips: not where our token is known not to be, since the script leaves a
+// free key or another's alone for another Client's waiter (a local
+// waiter's takes a free key). Where it was never heard to be, for a lock
+// taken on a hand-off's notices, it asks them only when the others cannot
+// decide the round alone (Lock.unheardNodes): a hand-off may have put our
+// token there after a call was refused (an Extend's, asking it to take the
+// key), with a notice this Client missed.
+func (ho *handOffRound) remoteSkips() []error {
+	l := ho.l
+	skip := l.refusedNodes()
+	never := l.unheardNodes()
+	for i, err := range skip {
+		if never&(1<<i) != 0 {
+			skip[i], err = nil, nil
 		}
-		unheard, hedge = l.unlockReserves(nttl)
+		if err != nil {
+			ho.nl.holds[i].finish(false, nil)
+			ho.calls.holds[i].finish(false, nil)
+		}
 	}
-	own := c.wk.listening(l.key)
-	start := time.Now()
-	r := c.fanOutQuorumFirst(context.WithoutCancel(ctx), "hand-off", l.key, c.deadline(start, nttl), skip, nttl, nodeCall(ho.on), unheard, hedge)
-	if r.won() && r.unasked == unheard {
-		c.noteRound(r.elapsed()) // decided without its reserves: the usual time (unlockReserves)
-	}
-	for i := range c.nodes {
+	return skip
+}
+
+// settleUnasked finishes the holds of the masters r never asked: nothing
+// of the new token is there. Won, the sweep of the nodes never heard
+// releases ours (cleanUp does not); lost, Unlock's release may ask them (a
+// failed call: ours may be there).
+func (ho *handOffRound) settleUnasked(r *round) {
+	for i := range ho.nl.holds {
 		if r.unasked&(1<<i) == 0 {
 			continue
 		}
-		// Never asked: nothing of the new token there. Won, the sweep of
-		// the nodes never heard releases ours (cleanUp does not); lost,
-		// Unlock's release may ask it (a failed call: ours may be there).
-		nl.holds[i].finish(false, nil)
+		ho.nl.holds[i].finish(false, nil)
 		if r.won() {
 			ho.calls.holds[i].finish(false, nil)
 		} else {
-			ho.calls.holds[i].finish(false, errNotSent)
+			ho.calls.holds[i].finish(false, master.ErrNotSent)
 		}
 	}
-	if ho.remote || ho.heard.Load() > own {
-		c.wk.othersListen(l.key, false)
+}
+
+// endRemote ends a decided hand-off to another Client's waiter: the new
+// lock is the waiter's, won or not.
+func (ho *handOffRound) endRemote(r *round, to *want) handOffResult {
+	c := ho.l.c
+	for _, h := range ho.nl.holds {
+		h.abandon() // what is not sent yet is not sent; the rest is the waiter's
 	}
-	l.endBy(r.decided)
-	if ho.remote {
-		for _, h := range nl.holds {
-			h.abandon() // what is not sent yet is not sent; the rest is the waiter's
-		}
-		if !r.won() {
-			return handOffResult{decided: r.decided, lost: ho.calls}
-		}
-		ho.cleanUp()
-		c.wk.handedOver(l.key, to.remote)
-		c.cfg.test.remoteHandOffs.Add(1)
-		return handOffResult{handed: true, decided: r.decided}
-	}
-	if !nl.won(r) {
-		nl.abandon(nttl)
+	if !r.won() {
 		return handOffResult{decided: r.decided, lost: ho.calls}
 	}
 	ho.cleanUp()
-	nl.passTurnAtEnd(c.turns.passer(l.key))
-	to.local.serve(nl)
+	c.wk.handedOver(ho.l.key, to)
+	c.cfg.test.remoteHandOffs.Add(1)
+	return handOffResult{handed: true, decided: r.decided}
+}
+
+// endLocal ends a decided hand-off to one of our own waiters: won, the
+// waiter is served the new lock; lost, the new lock is abandoned.
+func (ho *handOffRound) endLocal(r *round, to *turnWaiter[Lock]) handOffResult {
+	c, nl := ho.l.c, ho.nl
+	if !nl.won(r) {
+		nl.abandon(ho.nttl)
+		return handOffResult{decided: r.decided, lost: ho.calls}
+	}
+	ho.cleanUp()
+	nl.passTurnAtEnd(c.turns.passer(ho.l.key))
+	to.serve(nl)
 	c.cfg.test.handOffs.Add(1)
 	return handOffResult{handed: true, decided: r.decided}
 }
@@ -280,7 +319,7 @@ func (ho *handOffRound) on(ctx context.Context, n *node) (ballot, error) {
 	nl.holds[n.index].born.Store(born)
 	maxInto(&ho.heard, receivers)
 	switch {
-	case errors.Is(err, errNotSent):
+	case errors.Is(err, master.ErrNotSent):
 		// Nothing of the new token there; our own is, as before: the
 		// call's hold below tells Unlock to delete it.
 		nl.holds[n.index].finish(false, nil)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/redlock-go/redlock/internal/redistest"
+	"github.com/redlock-go/redlock/internal/script"
 )
 
 // handOffOnce has a holder of key (taken with holderTTL) hand it to a
@@ -33,7 +34,7 @@ func handOffOnce(t *testing.T, r *realNodes, c *Client, key string, holderTTL, w
 	}()
 	queued(t, c, key, 1)
 	for _, a := range r.admin { // so that EVALSHA needs no EVAL
-		if err := handoffScript.Load(bg, a).Err(); err != nil {
+		if err := script.HandOff.Load(bg, a).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -114,7 +115,7 @@ func TestHandOffToALongerTTLRecordsItInTheMarker(t *testing.T) {
 	const longer = 3 * time.Minute
 	handOffOnce(t, r, c, "k", time.Minute, longer, nil)
 	for i, a := range r.admin {
-		v, err := a.Get(bg, markerKey("k", false)).Result()
+		v, err := a.Get(bg, script.MarkerKey("k", false)).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -170,7 +171,7 @@ func (r *realNodes) marked(key string) []int {
 	var out []int
 	for i, a := range r.admin {
 		v, _ := a.Get(bg, key).Result()
-		if w, _ := a.Get(bg, key+wantedSuffix).Result(); isMarked(v, w) {
+		if w, _ := a.Get(bg, key+script.WantedSuffix).Result(); isMarked(v, w) {
 			out = append(out, i)
 		}
 	}
@@ -188,7 +189,7 @@ func TestAWantedKeyIsStillTheHolders(t *testing.T) {
 		n := 0
 		for _, s := range m.servers {
 			v, _ := s.Get("k")
-			if w, _ := s.Get("k" + wantedSuffix); v == l.Token() && isMarked(v, w) {
+			if w, _ := s.Get("k" + script.WantedSuffix); v == l.Token() && isMarked(v, w) {
 				n++
 			}
 		}
@@ -246,7 +247,7 @@ func TestAFailedMultiAttemptLeavesTheHoldersKeysAsTheyWere(t *testing.T) {
 		if ttl := s.TTL("k2"); ttl > time.Minute || ttl <= 0 {
 			t.Fatalf("master %d: k2's TTL is %v after another's refused attempt, want the holder's minute at most", i, ttl)
 		}
-		if w, _ := s.Get("k2" + wantedSuffix); !isMarked(v, w) {
+		if w, _ := s.Get("k2" + script.WantedSuffix); !isMarked(v, w) {
 			t.Fatalf("master %d: k2's wanted key %q does not name the holder's value", i, w)
 		}
 		if s.Exists("k1") {

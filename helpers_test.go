@@ -10,7 +10,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -20,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redlock-go/redlock/internal/memredis"
 	"github.com/redlock-go/redlock/internal/redistest"
+	"github.com/redlock-go/redlock/internal/script"
 )
 
 // minis is the unit tier's set of masters: in-process memredis servers,
@@ -69,7 +69,7 @@ func ageMemory(t testing.TB, nodes []redis.UniversalClient, d time.Duration) {
 			t.Fatalf("TIME: %v", err)
 		}
 		born := now.Add(-d).UnixMilli()
-		if err := n.Set(context.Background(), markerKey("", false), fmt.Sprintf("%d 0", born), 0).Err(); err != nil {
+		if err := n.Set(context.Background(), script.MarkerKey("", false), fmt.Sprintf("%d 0", born), 0).Err(); err != nil {
 			t.Fatalf("setting the memory marker: %v", err)
 		}
 	}
@@ -360,11 +360,11 @@ func queued(t *testing.T, c *Client, key string, n int) {
 // numsub is how many subscribers key.s notice channel has on node i.
 func (r *realNodes) numsub(i int, key string) int64 {
 	r.t.Helper()
-	n, err := r.admin[i].PubSubNumSub(bg, noticeChannel(key)).Result()
+	n, err := r.admin[i].PubSubNumSub(bg, script.NoticeChannel(key)).Result()
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	return n[noticeChannel(key)]
+	return n[script.NoticeChannel(key)]
 }
 
 // subscribed waits until every node has a subscriber for key's releases.
@@ -477,19 +477,9 @@ func contend(t *testing.T, nodes []redis.UniversalClient, workers, rounds int) {
 	}
 }
 
-// timeScale stretches every liveness bound and test timing in the suite, so
-// that -race and a loaded 2-core machine do not make tests flaky. It is 1,
-// 4 under -race, or REDLOCK_TIME_SCALE when set. Safety assertions never
-// depend on it.
-var timeScale = func() float64 {
-	if s, err := strconv.ParseFloat(os.Getenv("REDLOCK_TIME_SCALE"), 64); err == nil && s > 0 {
-		return s
-	}
-	if raceEnabled {
-		return 4
-	}
-	return 1
-}()
+// timeScale stretches every liveness bound and test timing in the suite
+// (redistest.TimeScale: one factor for every package's tests).
+var timeScale = redistest.TimeScale
 
 // scaled returns d stretched by timeScale.
 func scaled(d time.Duration) time.Duration { return time.Duration(float64(d) * timeScale) }
@@ -507,7 +497,7 @@ type batchHold struct {
 	once    sync.Once
 }
 
-func newBatchHold(script *luaScript, n int) *batchHold {
+func newBatchHold(script *script.Script, n int) *batchHold {
 	h := &batchHold{holding: make(chan struct{}, 64), release: make(chan struct{})}
 	if script != nil {
 		h.filter = &scriptHook{script: script}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redlock-go/redlock/internal/master"
 )
 
 // identityTimeout bounds New's questions to the nodes about the servers
@@ -55,8 +56,8 @@ func newNodes(clients []redis.UniversalClient, guard, evicting bool) ([]*node, e
 			return nil, fmt.Errorf("%w: node %d is nil", ErrInvalidArgument, i)
 		}
 		name, marks := describe(i, c)
-		conn := goRedis{c}
-		nodes[i] = &node{index: i, addr: name, seed: fnv64(name), client: c, conn: conn, inSlot: conn.cluster()}
+		conn := master.GoRedis{C: c}
+		nodes[i] = &node{index: i, addr: name, seed: fnv64(name), client: c, conn: conn, inSlot: conn.Cluster()}
 		for _, m := range marks {
 			if j, dup := seen[m.key]; dup && j != i {
 				return nil, sameServer(nodes[j], nodes[i], m.server)

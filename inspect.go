@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redlock-go/redlock/internal/master"
+	"github.com/redlock-go/redlock/internal/script"
 	"github.com/redlock-go/redlock/internal/workers"
 )
 
@@ -97,34 +99,47 @@ func (c *Client) Inspect(ctx context.Context, key string) (Inspection, error) {
 	rctx, cancel := context.WithDeadline(ctx, start.Add(timeout))
 	defer cancel()
 
-	type reply struct {
-		node  int
-		value string
-		pttl  int64
-		err   error
-		at    time.Time
-	}
-	replies := make(chan reply, len(c.nodes)) // buffered: a late master never blocks
+	replies := make(chan inspectReply, len(c.nodes)) // buffered: a late master never blocks
 	for i, n := range c.nodes {
 		c.bg.Add(1)
 		c.workers.Run(workers.Func(func() {
 			defer c.bg.Done()
 			v, pttl, err := n.inspect(rctx, key)
-			replies <- reply{node: i, value: v, pttl: pttl, err: err, at: time.Now()}
+			replies <- inspectReply{node: i, value: v, pttl: pttl, err: err, at: time.Now()}
 		}))
 	}
-
 	in := Inspection{Key: key, Masters: len(c.nodes), Quorum: c.quorum, values: make([]string, len(c.nodes))}
-	pending := make([]bool, len(c.nodes))
+	in.collect(ctx, rctx, c.nodes, start, replies)
+	if in.Answered < c.quorum {
+		qe := &QuorumError{Op: "inspect", Key: key, Quorum: c.quorum, Votes: in.Answered,
+			Elapsed: time.Since(start), Nodes: in.Failed, outcome: ErrNotObtained, nodes: len(c.nodes)}
+		return in, withCtx(ctx, qe)
+	}
+	return in, nil
+}
+
+// An inspectReply is one master's answer to Inspect.
+type inspectReply struct {
+	node  int
+	value string
+	pttl  int64
+	err   error
+	at    time.Time
+}
+
+// collect reads the masters' replies into in until each answered or rctx
+// ended (ctx is the caller's, which tells why), counting the failures from
+// start.
+func (in *Inspection) collect(ctx, rctx context.Context, nodes []*node, start time.Time, replies <-chan inspectReply) {
+	pending := make([]bool, len(nodes))
 	for i := range pending {
 		pending[i] = true
 	}
 	fail := func(node int, err error, at time.Time) {
-		n := c.nodes[node]
-		in.Failed = append(in.Failed, &NodeError{Node: node, Addr: n.addr, Latency: at.Sub(start), Err: err})
+		in.Failed = append(in.Failed, &NodeError{Node: node, Addr: nodes[node].addr, Latency: at.Sub(start), Err: err})
 	}
-	for left := len(c.nodes); left > 0; left-- {
-		var r reply
+	for left := len(nodes); left > 0; left-- {
+		var r inspectReply
 		select {
 		case r = <-replies:
 		case <-rctx.Done():
@@ -140,8 +155,7 @@ func (c *Client) Inspect(ctx context.Context, key string) (Inspection, error) {
 						fail(i, err, time.Now())
 					}
 				}
-				left = 0
-				continue
+				return
 			}
 		}
 		pending[r.node] = false
@@ -152,35 +166,35 @@ func (c *Client) Inspect(ctx context.Context, key string) (Inspection, error) {
 			fail(r.node, r.err, r.at)
 			continue
 		}
-		in.Answered++
-		if r.pttl == -2 {
-			continue // absent
-		}
-		in.Holding++
-		in.values[r.node] = r.value
-		ttl := time.Duration(r.pttl) * time.Millisecond
-		if r.pttl < 0 {
-			ttl = -1
-		}
-		if in.Holding == 1 || ttl < in.MinTTL {
-			in.MinTTL = ttl
-		}
-		if in.Holding == 1 || ttl > in.MaxTTL {
-			in.MaxTTL = ttl
-		}
+		in.count(r)
 	}
-	if in.Answered < c.quorum {
-		qe := &QuorumError{Op: "inspect", Key: key, Quorum: c.quorum, Votes: in.Answered,
-			Elapsed: time.Since(start), Nodes: in.Failed, outcome: ErrNotObtained, nodes: len(c.nodes)}
-		return in, withCtx(ctx, qe)
+}
+
+// count adds a master's answer to in: absent, or holding a value for a
+// TTL (-1: none).
+func (in *Inspection) count(r inspectReply) {
+	in.Answered++
+	if r.pttl == -2 {
+		return // absent
 	}
-	return in, nil
+	in.Holding++
+	in.values[r.node] = r.value
+	ttl := time.Duration(r.pttl) * time.Millisecond
+	if r.pttl < 0 {
+		ttl = -1
+	}
+	if in.Holding == 1 || ttl < in.MinTTL {
+		in.MinTTL = ttl
+	}
+	if in.Holding == 1 || ttl > in.MaxTTL {
+		in.MaxTTL = ttl
+	}
 }
 
 // inspect runs the inspect script on key: its value ("" when absent or
 // not a string) and its PTTL.
 func (n *node) inspect(ctx context.Context, key string) (value string, pttl int64, err error) {
-	vals, err := n.eval(ctx, nil, lateSend{}, inspectScript.evalsha(1, key)).Slice()
+	vals, err := n.eval(ctx, nil, master.LateSend{}, script.Inspect.Evalsha(1, key)).Slice()
 	if err != nil {
 		return "", 0, err
 	}

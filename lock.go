@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/redlock-go/redlock/internal/script"
 )
 
 // A Lock is a lock obtained by TryLock or Lock. It is safe for concurrent
@@ -195,7 +197,7 @@ func (l *Lock) Keys() []string {
 }
 
 // args returns the script arguments of a round on l's key or keys.
-func (l *Lock) args(ttl time.Duration, announce notice, guard bool) *roundArgs {
+func (l *Lock) args(ttl time.Duration, announce script.Notice, guard bool) *roundArgs {
 	a := newRoundArgs(l.key, l.token, ttl, announce, guard)
 	if l.keys != nil {
 		a.key, a.keyArg = l.keys[0], nil
@@ -203,8 +205,8 @@ func (l *Lock) args(ttl time.Duration, announce notice, guard bool) *roundArgs {
 		for i, k := range l.keys {
 			a.keys[i] = k
 		}
-		if announce.channel != "" {
-			a.channel = noticePrefix // not used: release_multi.lua publishes on each key's channel (releaseCmd)
+		if announce.Channel != "" {
+			a.channel = script.NoticePrefix // not used: release_multi.lua publishes on each key's channel (releaseCmd)
 		}
 	}
 	return a

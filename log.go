@@ -46,88 +46,102 @@ func WithKeyAttributes() Option {
 
 // logObserver is the Observer that logs to l.
 func logObserver(l *slog.Logger, keys bool) Observer {
-	// An error's text names the key: without keys, log its kind only.
-	errAttr := func(err error) slog.Attr {
-		if err == nil {
-			return slog.Attr{}
-		}
-		if keys {
-			return slog.String("err", err.Error())
-		}
-		return slog.String("err", errorKind(err))
-	}
-	key := func(k string) slog.Attr {
-		if keys {
-			return slog.String("key", k)
-		}
-		return slog.String("key_hash", KeyHash(k))
-	}
-	ctxOf := func(ctx context.Context) context.Context {
-		if ctx == nil {
-			return context.Background()
-		}
-		return ctx
-	}
+	o := slogObserver{l: l, keys: keys}
 	return Observer{
-		Round: func(e RoundEvent) {
-			ctx := ctxOf(e.Ctx)
-			if !l.Enabled(ctx, slog.LevelDebug) {
-				return
-			}
-			attrs := make([]slog.Attr, 0, 6+len(e.Nodes))
-			attrs = append(attrs, slog.String("op", e.Op), key(e.Key),
-				slog.Int("votes", e.Votes), slog.Int("quorum", e.Quorum),
-				slog.Bool("won", e.Won()), slog.Duration("elapsed", e.Elapsed))
-			for _, n := range e.Nodes {
-				na := []any{slog.String("addr", n.Addr), slog.String("outcome", n.Outcome.String()), slog.Duration("latency", n.Latency)}
-				if n.Err != nil {
-					na = append(na, slog.String("err", n.Err.Error()))
-				}
-				attrs = append(attrs, slog.Group("node"+strconv.Itoa(n.Node), na...))
-			}
-			l.LogAttrs(ctx, slog.LevelDebug, "redlock: round", attrs...)
-		},
-		NodeState: func(e NodeStateEvent) {
-			if e.Healthy {
-				l.LogAttrs(context.Background(), slog.LevelInfo, "redlock: master answering again",
-					slog.Int("node", e.Node), slog.String("addr", e.Addr))
-				return
-			}
-			l.LogAttrs(context.Background(), slog.LevelWarn, "redlock: master failing",
-				slog.Int("node", e.Node), slog.String("addr", e.Addr),
-				slog.String("outcome", e.Outcome.String()), slog.String("err", e.Err.Error())) // a master's error: no key
-		},
+		Round:     o.round,
+		NodeState: o.nodeState,
 		Acquire: func(e AcquireEvent) {
-			l.LogAttrs(ctxOf(e.Ctx), slog.LevelDebug, "redlock: "+e.Op, key(e.Key),
-				slog.String("outcome", e.Outcome.String()), slog.Duration("wait", e.Wait), errAttr(e.Err))
+			l.LogAttrs(ctxOf(e.Ctx), slog.LevelDebug, "redlock: "+e.Op, o.key(e.Key),
+				slog.String("outcome", e.Outcome.String()), slog.Duration("wait", e.Wait), o.errAttr(e.Err))
 		},
 		Extend: func(e ExtendEvent) {
 			level := slog.LevelDebug
 			if errors.Is(e.Err, ErrNotHeld) {
 				level = slog.LevelWarn
 			}
-			l.LogAttrs(ctxOf(e.Ctx), level, "redlock: Extend", key(e.Key),
-				slog.Duration("ttl", e.TTL), slog.Bool("refused", errors.Is(e.Err, ErrNotHeld)), errAttr(e.Err))
+			l.LogAttrs(ctxOf(e.Ctx), level, "redlock: Extend", o.key(e.Key),
+				slog.Duration("ttl", e.TTL), slog.Bool("refused", errors.Is(e.Err, ErrNotHeld)), o.errAttr(e.Err))
 		},
 		Release: func(e ReleaseEvent) {
-			l.LogAttrs(ctxOf(e.Ctx), slog.LevelDebug, "redlock: Unlock", key(e.Key),
-				slog.Duration("held", e.Held), slog.Bool("handed_off", e.HandedOff), slog.Bool("remote", e.Remote), errAttr(e.Err))
+			l.LogAttrs(ctxOf(e.Ctx), slog.LevelDebug, "redlock: Unlock", o.key(e.Key),
+				slog.Duration("held", e.Held), slog.Bool("handed_off", e.HandedOff), slog.Bool("remote", e.Remote), o.errAttr(e.Err))
 		},
 		DoEnd: func(e DoEvent) {
 			if e.Lost != nil {
-				l.LogAttrs(ctxOf(e.Ctx), slog.LevelWarn, "redlock: lock lost in Do", key(e.Key),
-					slog.Duration("held", e.Held), errAttr(e.Lost))
+				l.LogAttrs(ctxOf(e.Ctx), slog.LevelWarn, "redlock: lock lost in Do", o.key(e.Key),
+					slog.Duration("held", e.Held), o.errAttr(e.Lost))
 			}
 		},
 		Quarantine: func(e QuarantineEvent) {
 			l.LogAttrs(ctxOf(e.Ctx), slog.LevelWarn, "redlock: master quarantined by the restart guard: its votes do not count",
-				slog.Int("node", e.Node), slog.String("addr", e.Addr), slog.String("op", e.Op), key(e.Key))
+				slog.Int("node", e.Node), slog.String("addr", e.Addr), slog.String("op", e.Op), o.key(e.Key))
 		},
 		NoticesDegraded: func(e NoticesDegradedEvent) {
 			l.LogAttrs(context.Background(), slog.LevelWarn, "redlock: master refuses notices: waiters of other Clients poll",
 				slog.Int("node", e.Node), slog.String("addr", e.Addr), nodeErrAttr(e.Err))
 		},
 	}
+}
+
+// A slogObserver logs the events to l; without keys, it names a key by its
+// hash and an error by its kind, since an error's text names the key.
+type slogObserver struct {
+	l    *slog.Logger
+	keys bool
+}
+
+func (o slogObserver) errAttr(err error) slog.Attr {
+	if err == nil {
+		return slog.Attr{}
+	}
+	if o.keys {
+		return slog.String("err", err.Error())
+	}
+	return slog.String("err", errorKind(err))
+}
+
+func (o slogObserver) key(k string) slog.Attr {
+	if o.keys {
+		return slog.String("key", k)
+	}
+	return slog.String("key_hash", KeyHash(k))
+}
+
+func ctxOf(ctx context.Context) context.Context {
+	if ctx == nil {
+		return context.Background()
+	}
+	return ctx
+}
+
+func (o slogObserver) round(e RoundEvent) {
+	ctx := ctxOf(e.Ctx)
+	if !o.l.Enabled(ctx, slog.LevelDebug) {
+		return
+	}
+	attrs := make([]slog.Attr, 0, 6+len(e.Nodes))
+	attrs = append(attrs, slog.String("op", e.Op), o.key(e.Key),
+		slog.Int("votes", e.Votes), slog.Int("quorum", e.Quorum),
+		slog.Bool("won", e.Won()), slog.Duration("elapsed", e.Elapsed))
+	for _, n := range e.Nodes {
+		na := []any{slog.String("addr", n.Addr), slog.String("outcome", n.Outcome.String()), slog.Duration("latency", n.Latency)}
+		if n.Err != nil {
+			na = append(na, slog.String("err", n.Err.Error()))
+		}
+		attrs = append(attrs, slog.Group("node"+strconv.Itoa(n.Node), na...))
+	}
+	o.l.LogAttrs(ctx, slog.LevelDebug, "redlock: round", attrs...)
+}
+
+func (o slogObserver) nodeState(e NodeStateEvent) {
+	if e.Healthy {
+		o.l.LogAttrs(context.Background(), slog.LevelInfo, "redlock: master answering again",
+			slog.Int("node", e.Node), slog.String("addr", e.Addr))
+		return
+	}
+	o.l.LogAttrs(context.Background(), slog.LevelWarn, "redlock: master failing",
+		slog.Int("node", e.Node), slog.String("addr", e.Addr),
+		slog.String("outcome", e.Outcome.String()), slog.String("err", e.Err.Error())) // a master's error: no key
 }
 
 // nodeErrAttr is a master's error (which names no key) as an attribute.

@@ -9,8 +9,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redlock-go/redlock/internal/master"
 	"github.com/redlock-go/redlock/internal/model"
 	"github.com/redlock-go/redlock/internal/redistest"
+	"github.com/redlock-go/redlock/internal/script"
 )
 
 // TestModelMastersAnswerAsRedisDoes holds the model checker's simulated
@@ -48,7 +50,7 @@ func TestModelMastersAnswerAsRedisDoes(t *testing.T) {
 	srv := redistest.StartN(t, 1)[0]
 	rc := srv.Client(nil)
 	key := "k"
-	keys := []any{key, wantedKey(key, false), plainMarkerKey}
+	keys := []any{key, script.WantedKey(key, false), script.PlainMarkerKey}
 	tokenOf := func(n int8) string { return "token-" + strconv.Itoa(int(n)) }
 	m := model.Master{Born: -1}
 	start := time.Now()
@@ -64,18 +66,18 @@ func TestModelMastersAnswerAsRedisDoes(t *testing.T) {
 		var err error
 		switch st.op {
 		case "acquire":
-			v, err = runScript(bg, rc, acquireScript.evalsha(3, append(keys, tokenOf(st.token), int(st.ttl)*int(tick/time.Millisecond), "", "", "1", "0")...)).Int64Slice()
+			v, err = master.Run(bg, rc, script.Acquire.Evalsha(3, append(keys, tokenOf(st.token), int(st.ttl)*int(tick/time.Millisecond), "", "", "1", "0")...)).Int64Slice()
 			if err == nil {
 				yes, age = v[0] == 1, v[1]
 			}
 		case "extend":
-			v, err = runScript(bg, rc, extendScript.evalsha(3, append(keys, tokenOf(st.token), int(st.ttl)*int(tick/time.Millisecond), "1", "0", "0")...)).Int64Slice()
+			v, err = master.Run(bg, rc, script.Extend.Evalsha(3, append(keys, tokenOf(st.token), int(st.ttl)*int(tick/time.Millisecond), "1", "0", "0")...)).Int64Slice()
 			if err == nil {
 				yes, age = v[0] == 1, v[1]
 			}
 		case "release":
 			var n int64
-			n, err = runScript(bg, rc, releaseScript.evalsha(2, key, wantedKey(key, false), tokenOf(st.token), "", "", "0")).Int64()
+			n, err = master.Run(bg, rc, script.Release.Evalsha(2, key, script.WantedKey(key, false), tokenOf(st.token), "", "", "0")).Int64()
 			yes = n != 0
 		case "restart":
 			srv.Restart()

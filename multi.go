@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/redlock-go/redlock/internal/script"
 )
 
 // TryLockMulti makes one attempt to take every key of keys for ttl, as one
@@ -89,7 +91,7 @@ func (c *Client) checkMulti(ctx context.Context, keys []string, ttl time.Duratio
 	}
 	if c.anyCluster {
 		for _, k := range keys[1:] {
-			if a, b := hashSlot(keys[0]), hashSlot(k); a != b {
+			if a, b := script.HashSlot(keys[0]), script.HashSlot(k); a != b {
 				return nil, 0, fmt.Errorf("%w: keys %q and %q are in different hash slots (%d, %d), and on a Redis Cluster vote "+
 					"a script may only touch one: give them a common hash tag, such as {%s}:a and {%s}:b",
 					ErrInvalidArgument, keys[0], k, a, b, keys[0], keys[0])
@@ -120,7 +122,7 @@ func (c *Client) attemptMulti(ctx context.Context, keys []string, ttl time.Durat
 	}
 	l.keys = keys
 	start := time.Now()
-	args := l.args(ttl, notice{}, c.guard(ttl) > 0)
+	args := l.args(ttl, script.Notice{}, c.guard(ttl) > 0)
 	r := c.fanOutAsync(ctx, "lock", l.key, c.deadline(start, ttl), nil, ttl, &acquireRound{l: l, ttl: ttl, args: args, answered: answered})
 	if l.won(r) {
 		return l, nil
@@ -372,33 +374,4 @@ func (m *refusalMarks) freed(i int) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.yes && m.watches[i].releasedSince(m.at[i])
-}
-
-// hashedPart is the part of key that Redis Cluster hashes: its hash tag's
-// content, or the whole key without one.
-func hashedPart(key string) string {
-	if open := strings.IndexByte(key, '{'); open >= 0 {
-		if end := strings.IndexByte(key[open+1:], '}'); end > 0 {
-			return key[open+1 : open+1+end]
-		}
-	}
-	return key
-}
-
-// hashSlot is the Redis Cluster hash slot of key: CRC16 (XMODEM) of its
-// hash tag, or of the whole key without one, modulo 16384.
-func hashSlot(key string) int {
-	key = hashedPart(key)
-	var crc uint16
-	for i := 0; i < len(key); i++ {
-		crc ^= uint16(key[i]) << 8
-		for range 8 {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return int(crc % 16384)
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redlock-go/redlock/internal/redistest"
+	"github.com/redlock-go/redlock/internal/script"
 )
 
 // TryLockMulti holds every key or none: with one key held by another, it
@@ -337,7 +338,7 @@ func unlockHeardBy(t *testing.T, r *realNodes, l *Lock, c *Client) {
 		case v != l.Token():
 			heard[i] = -1
 		case v == l.Token():
-			if err := a.Set(bg, l.Key()+wantedSuffix, fingerprintOf(v), time.Minute).Err(); err != nil {
+			if err := a.Set(bg, l.Key()+script.WantedSuffix, fingerprintOf(v), time.Minute).Err(); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -528,7 +529,7 @@ func TestFenceOfAMultiKeyLock(t *testing.T) {
 	// (With 1 ms, a multi-key fence that incremented a's counter passed
 	// about one run in seven.)
 	for _, a := range r.admin {
-		if err := a.Set(bg, "b"+fenceSuffix, fa+1_000_000_000, 0).Err(); err != nil {
+		if err := a.Set(bg, "b"+script.FenceSuffix, fa+1_000_000_000, 0).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -577,7 +578,7 @@ func TestMultiKeysOnAClusterVoteNeedOneSlot(t *testing.T) {
 
 // hashSlot agrees with Redis Cluster's CLUSTER KEYSLOT.
 func TestHashSlot(t *testing.T) {
-	if got := hashSlot("123456789"); got != 0x31C3 { // CRC16/XMODEM's check value
+	if got := script.HashSlot("123456789"); got != 0x31C3 { // CRC16/XMODEM's check value
 		t.Fatalf("hashSlot(123456789) = %d, want %d", got, 0x31C3)
 	}
 	cluster := redistest.StartCluster(t, 1)
@@ -591,7 +592,7 @@ func TestHashSlot(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := hashSlot(key); int64(got) != want {
+		if got := script.HashSlot(key); int64(got) != want {
 			t.Errorf("hashSlot(%q) = %d, CLUSTER KEYSLOT says %d", key, got, want)
 		}
 	}
@@ -617,11 +618,11 @@ func TestAMultiKeyWaiterActsOnlyOnANewRelease(t *testing.T) {
 	// its refusal decides the round.
 	var early atomic.Pointer[func()]
 	var staging atomic.Pointer[chan struct{}] // closed when the attempt took in master 2's answer
-	counted := &scriptHook{script: acquireMultiScript, after: func(context.Context) error {
+	counted := &scriptHook{script: script.AcquireMulti, after: func(context.Context) error {
 		attempts <- struct{}{}
 		return nil
 	}}
-	staged := &scriptHook{script: acquireMultiScript, before: func(context.Context) {
+	staged := &scriptHook{script: script.AcquireMulti, before: func(context.Context) {
 		if f := early.Swap(nil); f != nil {
 			(*f)()
 		}
@@ -647,12 +648,12 @@ func TestAMultiKeyWaiterActsOnlyOnANewRelease(t *testing.T) {
 	}
 	// Every master gets every attempt: the test waits for master 0's and
 	// master 3's answers to each.
-	sentTogether(acquireMultiScript, clients, scaled(5*time.Second))
+	sentTogether(script.AcquireMulti, clients, scaled(5*time.Second))
 	clients[0].AddHook(counted)
 	clients[2].AddHook(staged)
 	var second atomic.Pointer[chan struct{}] // what masters 3 and 4 wait for
 	for _, i := range []int{3, 4} {
-		clients[i].AddHook(&scriptHook{script: acquireMultiScript, after: func(context.Context) error {
+		clients[i].AddHook(&scriptHook{script: script.AcquireMulti, after: func(context.Context) error {
 			if ch := second.Load(); ch != nil {
 				<-*ch
 			}
@@ -708,9 +709,9 @@ func TestAMultiKeyWaiterActsOnlyOnANewRelease(t *testing.T) {
 	answer(threeAnswered, "master 3's answer to the first attempt")
 	notice := func(token string, masters ...int) {
 		t.Helper()
-		n := newNotice(releasedNotice, "a", "other", token, 0)
+		n := script.NewNotice(script.ReleasedNotice, "a", "other", token, 0)
 		for _, i := range masters {
-			if err := r.admin[i].Publish(bg, n.channel, n.message).Err(); err != nil {
+			if err := r.admin[i].Publish(bg, n.Channel, n.Message).Err(); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -742,8 +743,8 @@ func TestAMultiKeyWaiterActsOnlyOnANewRelease(t *testing.T) {
 	heard := make(chan error, 1)
 	repeat := func() { // on the pipe's goroutine: no t.Fatal here
 		before := heardReleases(w, "a", 2)
-		n := newNotice(releasedNotice, "a", "other", "r2", 0)
-		if err := r.admin[2].Publish(bg, n.channel, n.message).Err(); err != nil {
+		n := script.NewNotice(script.ReleasedNotice, "a", "other", "r2", 0)
+		if err := r.admin[2].Publish(bg, n.Channel, n.Message).Err(); err != nil {
 			heard <- err
 			return
 		}
@@ -805,7 +806,7 @@ func TestLockMultiTriesAgainWhenTheMastersThatRefusedItReleaseLater(t *testing.T
 		clients[i] = s.Client(nil)
 	}
 	// Every master gets every attempt, and answers it.
-	sentTogether(acquireMultiScript, clients, scaled(5*time.Second))
+	sentTogether(script.AcquireMulti, clients, scaled(5*time.Second))
 	waiter, err := New(clients, WithRetryDelay(scaled(time.Minute), scaled(time.Minute)), WithObserver(Observer{
 		Round: func(e RoundEvent) {
 			if e.Op == "lock" {
@@ -847,8 +848,8 @@ func TestLockMultiTriesAgainWhenTheMastersThatRefusedItReleaseLater(t *testing.T
 	if err := r.admin[0].Del(bg, "b").Err(); err != nil {
 		t.Fatal(err)
 	}
-	release := newNotice(releasedNotice, "b", holder.id, l.Token(), 0)
-	if err := r.admin[0].Publish(bg, release.channel, release.message).Err(); err != nil {
+	release := script.NewNotice(script.ReleasedNotice, "b", holder.id, l.Token(), 0)
+	if err := r.admin[0].Publish(bg, release.Channel, release.Message).Err(); err != nil {
 		t.Fatal(err)
 	}
 	refused("the attempt woken by master 0's release")
@@ -884,8 +885,8 @@ func TestLockMultiLooksAgainWhenItsAttemptsYesComesLate(t *testing.T) {
 	// Every master gets every attempt, so that each answers it: a request
 	// still queued when the round was decided would be dropped, and one
 	// sent late could land after the holder's release.
-	sentTogether(acquireMultiScript, clients, scaled(5*time.Second))
-	clients[0].AddHook(&scriptHook{script: acquireMultiScript, after: func(context.Context) error {
+	sentTogether(script.AcquireMulti, clients, scaled(5*time.Second))
+	clients[0].AddHook(&scriptHook{script: script.AcquireMulti, after: func(context.Context) error {
 		if armed.CompareAndSwap(true, false) {
 			close(replied)
 			<-proceed // the reply read, not yet taken in
@@ -943,8 +944,8 @@ func TestLockMultiLooksAgainWhenItsAttemptsYesComesLate(t *testing.T) {
 	if err := r.admin[0].Del(bg, "b").Err(); err != nil {
 		t.Fatal(err)
 	}
-	release := newNotice(releasedNotice, "b", holder.id, l.Token(), 0)
-	if err := r.admin[0].Publish(bg, release.channel, release.message).Err(); err != nil {
+	release := script.NewNotice(script.ReleasedNotice, "b", holder.id, l.Token(), 0)
+	if err := r.admin[0].Publish(bg, release.Channel, release.Message).Err(); err != nil {
 		t.Fatal(err)
 	}
 	within(t, scaled(5*time.Second), "master 0's answer to the attempt on the release", func() bool {

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redlock-go/redlock/internal/master"
+	"github.com/redlock-go/redlock/internal/script"
 )
 
 // node is one independent Redis master.
@@ -20,9 +22,9 @@ type node struct {
 	index  int
 	addr   string                      // for messages; "node[i]" when the client does not expose one
 	client redis.UniversalClient       // for New's checks (identity.go) and batching (pipe.go)
-	conn   conn                        // what the lock logic uses (conn.go)
+	conn   master.Conn                 // what the lock logic uses (conn.go)
 	inSlot bool                        // conn.cluster(), asked once: scripts on it touch one hash slot
-	pipe   *pipe                       // nil: batching is off, each request is its own command
+	pipe   *master.Pipe                // nil: batching is off, each request is its own command
 	known  atomic.Pointer[knownMemory] // the master's memory as last learned (guard.go)
 
 	// When the master last refused a notice (a Redis 7 ACL user without
@@ -58,9 +60,9 @@ func (n *node) refusedNotice() { n.noticesRefused.Store(time.Now().UnixNano()) }
 // acquire runs the acquire script for a.key, a.token and a.ttl: true when
 // the key now holds the token. When the key is set, the node publishes
 // a's notice.
-func (n *node) acquire(ctx context.Context, send sendCheck, a *roundArgs) (ballot, error) {
+func (n *node) acquire(ctx context.Context, send master.SendCheck, a *roundArgs) (ballot, error) {
 	k := n.known.Load()
-	return n.acquireReply(n.eval(ctx, send, lateSend{}, n.acquireCmd(a, k)), k)
+	return n.acquireReply(n.eval(ctx, send, master.LateSend{}, n.acquireCmd(a, k)), k)
 }
 
 // acquireCmd is the acquire script's command for a, telling the master
@@ -68,14 +70,14 @@ func (n *node) acquire(ctx context.Context, send sendCheck, a *roundArgs) (ballo
 func (n *node) acquireCmd(a *roundArgs, k *knownMemory) []any {
 	ch, msg := n.noticeArgs(a)
 	if a.keys != nil {
-		return n.scriptCmd(acquireMultiScript, a, true, a.token, a.ttl, a.guard, k.arg())
+		return n.scriptCmd(script.AcquireMulti, a, true, a.token, a.ttl, a.guard, k.arg())
 	}
-	return n.scriptCmd(acquireScript, a, true, a.token, a.ttl, ch, msg, a.guard, k.arg())
+	return n.scriptCmd(script.Acquire, a, true, a.token, a.ttl, ch, msg, a.guard, k.arg())
 }
 
 // acquireReply reads the acquire script's reply to a request that told the
 // master k.
-func (n *node) acquireReply(cmd reply, k *knownMemory) (ballot, error) {
+func (n *node) acquireReply(cmd master.Reply, k *knownMemory) (ballot, error) {
 	vote, mem, holder, err := n.replyBallot(cmd, k, "acquire")
 	if err != nil {
 		return ballot{}, err
@@ -91,38 +93,23 @@ func (n *node) acquireReply(cmd reply, k *knownMemory) (ballot, error) {
 // the request goes out; when it says no, nothing is sent and the error is
 // errNotSent. keep, when not zero, is a release's (Client.keep): the
 // request is sent even once ctx's deadline passed, until keep.until.
-func (n *node) eval(ctx context.Context, send sendCheck, keep lateSend, args []any) reply {
+func (n *node) eval(ctx context.Context, send master.SendCheck, keep master.LateSend, args []any) master.Reply {
 	if n.pipe != nil {
-		return n.pipe.do(ctx, send, keep, args)
+		return n.pipe.Do(ctx, send, keep, args)
 	}
-	if send != nil && !send.send() {
+	if send != nil && !send.Send() {
 		cmd := redis.NewCmd(ctx)
-		cmd.SetErr(errNotSent)
+		cmd.SetErr(master.ErrNotSent)
 		return cmd
 	}
-	if !keep.until.IsZero() && errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		if now := time.Now(); now.Before(keep.until) {
+	if !keep.Until.IsZero() && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		if now := time.Now(); now.Before(keep.Until) {
 			var cancel context.CancelFunc // a release kept past its deadline: a deadline of its own
-			ctx, cancel = context.WithDeadline(context.WithoutCancel(ctx), now.Add(keep.wait))
+			ctx, cancel = context.WithDeadline(context.WithoutCancel(ctx), now.Add(keep.Wait))
 			defer cancel()
 		}
 	}
-	return n.conn.script(ctx, args)
-}
-
-// runScript sends a script command alone, and again as EVAL when the
-// master does not know the script (NOSCRIPT), as go-redis's Script.Run
-// does.
-func runScript(ctx context.Context, c redis.UniversalClient, args []any) *redis.Cmd {
-	cmd := redis.NewCmd(ctx, args...)
-	_ = c.Process(ctx, cmd)
-	if isNoScript(cmd.Err()) {
-		if eval := asEval(args); eval != nil {
-			cmd = redis.NewCmd(ctx, eval...)
-			_ = c.Process(ctx, cmd)
-		}
-	}
-	return cmd
+	return n.conn.Script(ctx, args)
 }
 
 // replyBallot reads a voting script's reply (lua/memory.lua's ballot): the
@@ -130,7 +117,7 @@ func runScript(ctx context.Context, c redis.UniversalClient, args []any) *redis.
 // them for an acquire script's refusal (0 when absent), or, for the memory
 // k that the request told the script the Client knows, the integer vote +
 // 4·longest.
-func (n *node) replyBallot(cmd reply, k *knownMemory, script string) (vote int64, mem memory, holder int64, err error) {
+func (n *node) replyBallot(cmd master.Reply, k *knownMemory, script string) (vote int64, mem memory, holder int64, err error) {
 	if err := cmd.Err(); err != nil {
 		return 0, memory{}, 0, err
 	}
@@ -152,7 +139,7 @@ func (n *node) replyBallot(cmd reply, k *knownMemory, script string) (vote int64
 }
 
 // replyInts reads a script's reply, an array of len(v) integers, into v.
-func replyInts(cmd reply, v []int64, script string) error {
+func replyInts(cmd master.Reply, v []int64, script string) error {
 	vals, err := cmd.Slice()
 	if err != nil {
 		return err
@@ -190,10 +177,10 @@ type roundArgs struct {
 	plainKeys []any // declaredKeys(false), made once
 }
 
-func newRoundArgs(key, token string, ttl time.Duration, announce notice, guard bool) *roundArgs {
+func newRoundArgs(key, token string, ttl time.Duration, announce script.Notice, guard bool) *roundArgs {
 	return &roundArgs{
 		key: key, keyArg: key, token: token, ttl: ttl.Milliseconds(),
-		channel: announce.channel, message: announce.message, guard: boolArg(guard),
+		channel: announce.Channel, message: announce.Message, guard: boolArg(guard),
 		trusted: "0", remote: "0", quiet: "0",
 	}
 }
@@ -209,7 +196,7 @@ func (a *roundArgs) declaredKeys(cluster bool) []any {
 	out := make([]any, 0, 2*len(keys))
 	out = append(out, keys...)
 	for _, k := range keys {
-		out = append(out, wantedKey(k.(string), cluster))
+		out = append(out, script.WantedKey(k.(string), cluster))
 	}
 	return out
 }
@@ -218,9 +205,9 @@ func (a *roundArgs) declaredKeys(cluster bool) []any {
 // about a's key or keys, with argv: the script's declared keys are the lock
 // keys and their wanted keys, then, when voting and the restart guard is
 // on, the master's memory marker. Every key a script touches is declared
-// (lua/*.lua): Cluster routing, ACL key checks and servers that enforce the
+// (internal/script/lua/*.lua): Cluster routing, ACL key checks and servers that enforce the
 // scripting contract depend on it.
-func (n *node) scriptCmd(s *luaScript, a *roundArgs, voting bool, argv ...any) []any {
+func (n *node) scriptCmd(s *script.Script, a *roundArgs, voting bool, argv ...any) []any {
 	var keys []any
 	if n.isCluster() {
 		keys = a.declaredKeys(true)
@@ -234,7 +221,7 @@ func (n *node) scriptCmd(s *luaScript, a *roundArgs, voting bool, argv ...any) [
 		nkeys++
 	}
 	args := make([]any, 3, 3+nkeys+len(argv))
-	args[0], args[1], args[2] = "evalsha", s.sha, nkeys
+	args[0], args[1], args[2] = "evalsha", s.SHA, nkeys
 	args = append(args, keys...)
 	if marker {
 		args = append(args, n.markerArg(a.key))
@@ -256,10 +243,10 @@ func (n *node) noticeArgs(a *roundArgs) (channel, message any) {
 
 // channelOf is the channel on n for a notice on key's plain channel ch: ch
 // itself, or on a Redis Cluster master a shard channel in key's slot.
-func (n *node) channelOf(key, ch string) string { return channelOn(key, ch, n.isCluster()) }
+func (n *node) channelOf(key, ch string) string { return script.ChannelOn(key, ch, n.isCluster()) }
 
 // plainMarker is markerKey's answer for a plain master, boxed once.
-var plainMarker any = markerKey("", false)
+var plainMarker any = script.MarkerKey("", false)
 
 // markerArg is the master's memory marker for a voting script about key
 // (guard.go), as a script argument.
@@ -267,7 +254,7 @@ func (n *node) markerArg(key string) any {
 	if !n.isCluster() {
 		return plainMarker
 	}
-	return markerKey(key, true)
+	return script.MarkerKey(key, true)
 }
 
 // boolArg is a script's boolean argument.
@@ -281,7 +268,7 @@ func boolArg(b bool) string {
 // release deletes a.key if it holds a.token: true when it did. When it
 // does, the node publishes a's notice; receivers is how many subscribers
 // heard it. keep lets the delete go out past ctx's deadline (Client.keep).
-func (n *node) release(ctx context.Context, keep lateSend, a *roundArgs) (deleted bool, receivers int64, err error) {
+func (n *node) release(ctx context.Context, keep master.LateSend, a *roundArgs) (deleted bool, receivers int64, err error) {
 	return n.releaseReply(n.eval(ctx, nil, keep, n.releaseCmd(a)))
 }
 
@@ -296,16 +283,16 @@ func (n *node) releaseCmd(a *roundArgs) []any {
 		argv := make([]any, 0, 3+len(a.keys))
 		argv = append(argv, a.token, msg)
 		for _, k := range a.keys {
-			argv = append(argv, noticeChannelOn(k.(string), n.isCluster()))
+			argv = append(argv, script.NoticeChannelOn(k.(string), n.isCluster()))
 		}
 		argv = append(argv, a.quiet)
-		return n.scriptCmd(releaseMultiScript, a, false, argv...)
+		return n.scriptCmd(script.ReleaseMulti, a, false, argv...)
 	}
-	return n.scriptCmd(releaseScript, a, false, a.token, ch, msg, a.quiet)
+	return n.scriptCmd(script.Release, a, false, a.token, ch, msg, a.quiet)
 }
 
 // releaseReply reads the release script's reply.
-func (n *node) releaseReply(cmd reply) (deleted bool, receivers int64, err error) {
+func (n *node) releaseReply(cmd master.Reply) (deleted bool, receivers int64, err error) {
 	v, err := cmd.Int64()
 	if err != nil {
 		return false, 0, err
@@ -327,11 +314,11 @@ const (
 // handOff sets a.key to a.newToken for a.ttl if it holds a.token or is
 // free, publishing a's notice; it returns the script's state and how many
 // subscribers heard the notice.
-func (n *node) handOff(ctx context.Context, send sendCheck, a *roundArgs) (state, receivers int64, mem memory, err error) {
+func (n *node) handOff(ctx context.Context, send master.SendCheck, a *roundArgs) (state, receivers int64, mem memory, err error) {
 	k := n.known.Load()
 	ch, msg := n.noticeArgs(a)
 	var v [5]int64
-	err = replyInts(n.eval(ctx, send, lateSend{}, n.scriptCmd(handoffScript, a, true, a.token, a.newToken, a.ttl, ch, msg, a.guard, k.arg(), a.trusted, a.remote)), v[:], "hand-off")
+	err = replyInts(n.eval(ctx, send, master.LateSend{}, n.scriptCmd(script.HandOff, a, true, a.token, a.newToken, a.ttl, ch, msg, a.guard, k.arg(), a.trusted, a.remote)), v[:], "hand-off")
 	if err != nil {
 		return 0, 0, memory{}, err
 	}
@@ -355,11 +342,11 @@ func (n *node) extend(ctx context.Context, a *roundArgs, born int64) (ballot, er
 	k := n.known.Load()
 	var cmd []any
 	if a.keys != nil { // no repair: born does not apply
-		cmd = n.scriptCmd(extendMultiScript, a, true, a.token, a.ttl, a.guard, k.arg())
+		cmd = n.scriptCmd(script.ExtendMulti, a, true, a.token, a.ttl, a.guard, k.arg())
 	} else {
-		cmd = n.scriptCmd(extendScript, a, true, a.token, a.ttl, a.guard, born, k.arg())
+		cmd = n.scriptCmd(script.Extend, a, true, a.token, a.ttl, a.guard, born, k.arg())
 	}
-	vote, mem, _, err := n.replyBallot(n.eval(ctx, nil, lateSend{}, cmd), k, "extend")
+	vote, mem, _, err := n.replyBallot(n.eval(ctx, nil, master.LateSend{}, cmd), k, "extend")
 	if err != nil {
 		return ballot{}, err
 	}
@@ -378,18 +365,18 @@ func (n *node) fence(ctx context.Context, keys []string, token string, raise uin
 		arg = strconv.FormatUint(raise, 10)
 	}
 	key := keys[0]
-	cmd := fenceScript.evalsha(2, key, fenceKey(key, n.isCluster()), token, arg)
+	cmd := script.Fence.Evalsha(2, key, script.FenceKey(key, n.isCluster()), token, arg)
 	if len(keys) > 1 { // a multi-key lock: its keys, then their counters
 		args := make([]any, 0, 2*len(keys)+2)
 		for _, k := range keys {
 			args = append(args, k)
 		}
 		for _, k := range keys {
-			args = append(args, fenceKey(k, n.isCluster()))
+			args = append(args, script.FenceKey(k, n.isCluster()))
 		}
-		cmd = fenceMultiScript.evalsha(2*len(keys), append(args, token, arg)...)
+		cmd = script.FenceMulti.Evalsha(2*len(keys), append(args, token, arg)...)
 	}
-	s, err := n.eval(ctx, nil, lateSend{}, cmd).Text()
+	s, err := n.eval(ctx, nil, master.LateSend{}, cmd).Text()
 	if errors.Is(err, redis.Nil) {
 		return 0, nil // not held
 	}
@@ -411,3 +398,13 @@ func (n *node) fence(ctx context.Context, keys []string, token string, raise uin
 // isCluster reports whether the node is a Redis Cluster, whose scripts may
 // only touch keys of one hash slot.
 func (n *node) isCluster() bool { return n.inSlot }
+
+// keep is the lateSend of a release of a lock of ttl: a delete sent late
+// still deletes our token alone, and is worth sending until the key would
+// expire anyway (ttl from now bounds that: every request that set it ran
+// before now), with a node deadline of its own once it goes. Dropped at its
+// node deadline, behind stalled batches or a slow sender, it would leave
+// the key on that master for its whole TTL.
+func (c *Client) keep(ttl time.Duration) master.LateSend {
+	return master.LateSend{Until: time.Now().Add(ttl), Wait: c.nodeTimeout(ttl)}
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-go/redlock/internal/redistest"
+	"github.com/redlock-go/redlock/internal/script"
 )
 
 // A recorder keeps every event an Observer receives.
@@ -480,7 +481,7 @@ func TestLogNamesNoKeyInErrors(t *testing.T) {
 	settle(a) // Unlock returns at a majority: the last delete may be on its way
 	// A master's own error (a fence counter another hand left at -5) goes
 	// into the log as it is: it must not name the key either.
-	if err := r.admin[0].Set(bg, fenceKey(key, false), "-5", 0).Err(); err != nil {
+	if err := r.admin[0].Set(bg, script.FenceKey(key, false), "-5", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
 	fl := mustLock(t, b, key, 10*time.Second)
@@ -489,7 +490,7 @@ func TestLogNamesNoKeyInErrors(t *testing.T) {
 	if n := r.count(key, fl.Token()); n != 5 {
 		t.Fatalf("the lock holds %d masters, want 5", n)
 	}
-	sentTogether(fenceScript, r.clients, scaled(5*time.Second))
+	sentTogether(script.Fence, r.clients, scaled(5*time.Second))
 	if _, err := fl.Fence(bg); err != nil {
 		t.Fatalf("Fence with one bad counter of five = %v", err)
 	}
@@ -926,7 +927,7 @@ func TestExtendAtTheValidityEndBlamesNoMaster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hookAll(r.clients, &scriptHook{script: extendScript, before: func(context.Context) {
+	hookAll(r.clients, &scriptHook{script: script.Extend, before: func(context.Context) {
 		time.Sleep(scaled(20 * time.Millisecond)) // latency, not synchronisation
 	}})
 	before := len(snapshot(&rec, &rec.rounds))

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"time"
+
+	"github.com/redlock-go/redlock/internal/master"
 )
 
 // Defaults for the options.
@@ -51,7 +53,7 @@ func defaultConfig() config {
 		retryMin:    DefaultRetryMin,
 		retryMax:    DefaultRetryMax,
 		guard:       DefaultRestartGuard,
-		batchLimit:  DefaultBatchLimit,
+		batchLimit:  master.DefaultBatchLimit,
 		test:        new(testHooks),
 	}
 }

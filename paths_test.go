@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redlock-go/redlock/internal/script"
 )
 
 // Every path, tried as an adversary would: late replies, a cancelled ctx,
@@ -22,7 +23,7 @@ import (
 // node (before) or their replies on the way back (after the command ran
 // on the node). An error from after replaces the reply: it was lost.
 type scriptHook struct {
-	script *luaScript
+	script *script.Script
 	match  func(argv []any) bool // nil: every call of script
 	before func(ctx context.Context)
 	after  func(ctx context.Context) error
@@ -98,7 +99,7 @@ func (h *scriptHook) matches(cmd redis.Cmder) bool {
 }
 
 // isSource reports whether src is the source of s (EVAL after NOSCRIPT).
-func isSource(src string, s *luaScript) bool {
+func isSource(src string, s *script.Script) bool {
 	return redis.NewScript(src).Hash() == s.Hash()
 }
 
@@ -175,7 +176,7 @@ func TestFailedExtendToAShorterTTLLeavesUntilTrue(t *testing.T) {
 			settle(c)
 			ctx, cancel := context.WithCancel(bg)
 			defer cancel()
-			hookAll(r.clients, &scriptHook{script: extendScript, after: func(nctx context.Context) error {
+			hookAll(r.clients, &scriptHook{script: script.Extend, after: func(nctx context.Context) error {
 				if how == "ctx cancelled in flight" {
 					cancel()
 				}
@@ -213,7 +214,7 @@ func TestConcurrentExtendsNeverLeaveUntilPastTheKeys(t *testing.T) {
 	gate := make(chan struct{})
 	open := sync.OnceFunc(func() { close(gate) })
 	t.Cleanup(open) // before Close, should the test fail while it is shut
-	hookAll(r.clients, &scriptHook{script: extendScript, match: ttlArg(1, long), after: func(context.Context) error {
+	hookAll(r.clients, &scriptHook{script: script.Extend, match: ttlArg(1, long), after: func(context.Context) error {
 		ran <- struct{}{}
 		<-gate
 		return nil
@@ -271,7 +272,7 @@ func TestExtendThatEndsNotHeldLeavesNoKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	settle(c)
-	hookAll(r.clients, &scriptHook{script: extendScript, after: func(context.Context) error {
+	hookAll(r.clients, &scriptHook{script: script.Extend, after: func(context.Context) error {
 		<-l.Done() // the extension landed; its reply arrives after the validity ended
 		return nil
 	}})
@@ -374,7 +375,7 @@ func TestHandOffTooSlowForTheWaitersTTLStillReleases(t *testing.T) {
 		res <- err
 	}()
 	queued(t, c, "k", 1)
-	hookAll(m.clients, &scriptHook{script: handoffScript, before: func(context.Context) {
+	hookAll(m.clients, &scriptHook{script: script.HandOff, before: func(context.Context) {
 		time.Sleep(scaled(20 * time.Millisecond)) // latency, not synchronisation
 	}})
 	if err := holder.Unlock(bg); err != nil {
@@ -454,7 +455,7 @@ func TestCloseEndsALockWaitingOnItsBackoff(t *testing.T) {
 			marked = 0
 			for _, s := range m.servers {
 				v, _ := s.Get("k")
-				if w, _ := s.Get("k" + wantedSuffix); isMarked(v, w) {
+				if w, _ := s.Get("k" + script.WantedSuffix); isMarked(v, w) {
 					marked++
 				}
 			}
@@ -564,7 +565,7 @@ func TestUntilCountsFromTheRoundsStartNotItsDecision(t *testing.T) {
 	m := newMinis(t, 5, nil)
 	c := m.client(WithNodeTimeout(scaled(time.Second)))
 	slow := scaled(50 * time.Millisecond)
-	hookAll(m.clients, &scriptHook{script: acquireScript, before: func(context.Context) {
+	hookAll(m.clients, &scriptHook{script: script.Acquire, before: func(context.Context) {
 		time.Sleep(slow) // latency on every node, not synchronisation
 	}})
 	const ttl = 10 * time.Second
@@ -590,7 +591,7 @@ func TestExtendAfterTheValidityEndedReleasesWhatAFailedExtendLengthened(t *testi
 		t.Fatal(err)
 	}
 	settle(c)
-	hookAll(r.clients, &scriptHook{script: extendScript, match: ttlArg(1, time.Minute), after: func(nctx context.Context) error {
+	hookAll(r.clients, &scriptHook{script: script.Extend, match: ttlArg(1, time.Minute), after: func(nctx context.Context) error {
 		<-nctx.Done()
 		return nctx.Err() // the extension ran on the node; its reply comes too late
 	}})
@@ -632,7 +633,7 @@ func TestCloseDuringAHandOffLeavesNoUnownedLock(t *testing.T) {
 	}()
 	queued(t, c, "k", 1)
 	inHandOff := make(chan struct{}, 5)
-	hookAll(r.clients, &scriptHook{script: handoffScript, after: func(context.Context) error {
+	hookAll(r.clients, &scriptHook{script: script.HandOff, after: func(context.Context) error {
 		inHandOff <- struct{}{}
 		time.Sleep(scaled(30 * time.Millisecond)) // the replies take a while: latency, not synchronisation
 		return nil
@@ -689,7 +690,7 @@ func TestUnlockWhoseHandOffTimesOutWaitsOneDeadline(t *testing.T) {
 func TestHandOffRoundDoesNotRaceTheWaitersExtend(t *testing.T) {
 	r := startReal(t, 5)
 	c := r.client(WithNodeTimeout(scaled(2 * time.Second)))
-	r.clients[4].AddHook(&scriptHook{script: acquireScript, after: func(context.Context) error {
+	r.clients[4].AddHook(&scriptHook{script: script.Acquire, after: func(context.Context) error {
 		// One slow master: the hand-off's goroutine for it waits for this
 		// SET first, and outlives the round.
 		time.Sleep(scaled(300 * time.Millisecond))
@@ -783,7 +784,7 @@ func TestCloseDoesNotStallWaitersBehindAHungSubscription(t *testing.T) {
 		for {
 			n := 0
 			for _, a := range r.admin[1:] {
-				if m, err := a.PubSubNumSub(bg, noticeChannel("k")).Result(); err == nil && m[noticeChannel("k")] > 0 {
+				if m, err := a.PubSubNumSub(bg, script.NoticeChannel("k")).Result(); err == nil && m[script.NoticeChannel("k")] > 0 {
 					n++
 				}
 			}
@@ -820,17 +821,17 @@ func TestCloseDoesNotStallWaitersBehindAHungSubscription(t *testing.T) {
 // counts the first send of each round (EVALSHA), not the EVAL that follows
 // a NOSCRIPT, and stops waiting after limit (a master that truly was not
 // sent), so that a test fails on its own check rather than hangs here.
-func sentTogether(script *luaScript, clients []redis.UniversalClient, limit time.Duration) {
+func sentTogether(script *script.Script, clients []redis.UniversalClient, limit time.Duration) {
 	together(&sendBarrier{n: len(clients), limit: limit}, script, clients)
 }
 
 // firstSentTogether is sentTogether for the first round only: the next
 // go out as they come (a master's may wait behind a held reply).
-func firstSentTogether(script *luaScript, clients []redis.UniversalClient, limit time.Duration) {
+func firstSentTogether(script *script.Script, clients []redis.UniversalClient, limit time.Duration) {
 	together(&sendBarrier{n: len(clients), limit: limit, rounds: 1}, script, clients)
 }
 
-func together(b *sendBarrier, script *luaScript, clients []redis.UniversalClient) {
+func together(b *sendBarrier, script *script.Script, clients []redis.UniversalClient) {
 	for i, c := range clients {
 		c.AddHook(&barrierHook{b: b, node: i, filter: &scriptHook{script: script}})
 	}

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redlock-go/redlock/internal/master"
+	"github.com/redlock-go/redlock/internal/script"
 )
 
 // Found by an adversarial review (failed every run before the fix in
@@ -38,7 +40,7 @@ func TestPipeRequestsBeyondABatchBehindAStallStillGoOut(t *testing.T) {
 	}
 	// The default limit: 133 requests queue, 128 go beside the first hung
 	// batch and hang too; the other 5 are left without a timer.
-	t.Run("limit=default/hung=2", func(t *testing.T) { advStallOverflow(t, 2, DefaultBatchLimit, DefaultBatchLimit+5) })
+	t.Run("limit=default/hung=2", func(t *testing.T) { advStallOverflow(t, 2, master.DefaultBatchLimit, master.DefaultBatchLimit+5) })
 }
 
 // advStallOverflow: hung is how many acquire batches to master 0 hang (1:
@@ -50,7 +52,7 @@ func advStallOverflow(t *testing.T, hung, limit, n int) {
 	mustLock(t, c, "warm", time.Minute) // connections open, scripts loaded
 	rec := &batchRecorder{}             // outside the hold: it sees the hung batches too
 	r.clients[0].AddHook(rec)
-	h := newBatchHold(acquireScript, hung) // the first acquire batches to master 0 hang
+	h := newBatchHold(script.Acquire, hung) // the first acquire batches to master 0 hang
 	r.clients[0].AddHook(h)
 	t.Cleanup(h.open)
 
@@ -327,7 +329,7 @@ type advEventHook struct {
 }
 
 func advScriptName(sha string) string {
-	for name, s := range map[string]*luaScript{"acquire": acquireScript, "release": releaseScript, "handoff": handoffScript, "extend": extendScript, "fence": fenceScript} {
+	for name, s := range map[string]*script.Script{"acquire": script.Acquire, "release": script.Release, "handoff": script.HandOff, "extend": script.Extend, "fence": script.Fence} {
 		if sha == s.Hash() || isSource(sha, s) {
 			return name
 		}
@@ -387,7 +389,7 @@ func TestPipeHandOffNotSentAfterItsRoundWasLost(t *testing.T) {
 	for i := range 5 {
 		r.clients[i].AddHook(advEventHook{e: ev, master: i})
 	}
-	h := newBatchHold(releaseScript, 1) // the first release batch to master 0 hangs
+	h := newBatchHold(script.Release, 1) // the first release batch to master 0 hangs
 	r.clients[0].AddHook(h)
 	t.Cleanup(h.open)
 	go func() { _ = other.Unlock(bg) }()
@@ -440,7 +442,7 @@ func TestPipeCloseWhileBatchesStalled(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustLock(t, c, "warm", time.Minute)
-	h := newBatchHold(acquireScript, maxStalledBatches+1)
+	h := newBatchHold(script.Acquire, master.MaxStalledBatches+1)
 	r.clients[0].AddHook(h)
 	t.Cleanup(h.open)
 	wg := stallZero(t, r, c, h, d)
@@ -501,7 +503,7 @@ func stalls(t *testing.T, h *batchHold, d time.Duration, op func(i int)) *sync.W
 			op(i)
 		}()
 	}
-	for range maxStalledBatches {
+	for range master.MaxStalledBatches {
 		within(t, scaled(5*time.Second), "a stalled batch to master 0", func() bool { <-h.holding; return true })
 	}
 	return &wg
@@ -596,10 +598,7 @@ func (h advPipelineDelay) ProcessPipelineHook(next redis.ProcessPipelineHook) re
 
 // pipeQueue is how many requests wait in master i's pipe.
 func pipeQueue(c *Client, i int) int {
-	p := c.nodes[i].pipe
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.queue)
+	return c.nodes[i].pipe.Queued()
 }
 
 // A batch of two acquisitions to master 0 (which each need it: masters 3
@@ -611,7 +610,7 @@ func TestPipeCancelledMemberDoesNotFailItsBatch(t *testing.T) {
 	r.clients[0] = r.servers[0].Client(&redis.Options{ContextTimeoutEnabled: true})
 	c := r.client(WithNodeTimeout(scaled(time.Second)))
 	mustLock(t, c, "warm", time.Minute)
-	h := newBatchHold(acquireScript, 1)
+	h := newBatchHold(script.Acquire, 1)
 	r.clients[0].AddHook(h)
 	t.Cleanup(h.open)
 	delay := advPipelineDelay{d: scaled(100 * time.Millisecond), started: make(chan struct{}, 1)}
@@ -701,7 +700,7 @@ func TestPipeMaxmemoryInsideABatch(t *testing.T) {
 // WithBatchLimit(1) and the default take the same decisions over every
 // subset of taken masters.
 func TestPipeBatchLimitOneAndDefaultAgree(t *testing.T) {
-	for _, limit := range []int{1, DefaultBatchLimit} {
+	for _, limit := range []int{1, master.DefaultBatchLimit} {
 		t.Run(fmt.Sprint(limit), func(t *testing.T) {
 			r := startReal(t, 5)
 			checkAllMasks(t, r.client(WithBatchLimit(limit)), r)
@@ -729,7 +728,7 @@ func TestAReleaseQueuedBehindStalledBatchesIsStillSent(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	l := mustLock(t, c, "k", time.Minute)
-	h := newBatchHold(acquireScript, maxStalledBatches)
+	h := newBatchHold(script.Acquire, master.MaxStalledBatches)
 	r.clients[0].AddHook(h)
 	t.Cleanup(h.open)
 	wg := stallZero(t, r, c, h, d)
@@ -745,7 +744,7 @@ func TestAReleaseQueuedBehindStalledBatchesIsStillSent(t *testing.T) {
 	select {
 	case out := <-unlockOnZero:
 		if out == NodeYes {
-			t.Fatalf("master 0 deleted the key through %d stalled batches", maxStalledBatches)
+			t.Fatalf("master 0 deleted the key through %d stalled batches", master.MaxStalledBatches)
 		}
 		// Dropped at its deadline: the key stays (checked below).
 	default:
@@ -802,7 +801,7 @@ func TestALateReleaseHasANodeDeadlineOfItsOwn(t *testing.T) {
 	// Extensions stall master 0's pipe: unlike failed attempts, they leave
 	// no clean-up release to go out beside the late delete.
 	e := mustLock(t, c, "e", time.Minute)
-	h := newBatchHold(extendScript, maxStalledBatches)
+	h := newBatchHold(script.Extend, master.MaxStalledBatches)
 	nodes[0].AddHook(h)
 	t.Cleanup(h.open)
 	wg := stalls(t, h, d, func(int) { _ = e.Extend(bg, time.Minute) })

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redlock-go/redlock/internal/master"
+	"github.com/redlock-go/redlock/internal/script"
 )
 
 // batchRecorder records the batches a go-redis client sends: how many
@@ -61,14 +63,14 @@ func (b *batchRecorder) largest() int {
 // with WithBatchLimit(1) every request is a
 // command of its own.
 func TestConcurrentRequestsToAMasterGoOutTogether(t *testing.T) {
-	for _, limit := range []int{DefaultBatchLimit, 1} {
+	for _, limit := range []int{master.DefaultBatchLimit, 1} {
 		t.Run(fmt.Sprintf("limit=%d", limit), func(t *testing.T) {
 			r := startReal(t, 5)
 			rec := &batchRecorder{}
 			r.clients[0].AddHook(rec)
 			// The first release to master 0 is held before it is sent:
 			// what is made meanwhile queues behind it.
-			h := newBatchHold(releaseScript, 1)
+			h := newBatchHold(script.Release, 1)
 			r.clients[0].AddHook(h)
 			c := r.client(WithBatchLimit(limit))
 			t.Cleanup(h.open) // before Close, should the test fail while it holds
@@ -111,7 +113,7 @@ func TestGivenUpAcquireQueuedInAPipeIsNeverSent(t *testing.T) {
 	r := startReal(t, 5)
 	c := r.client(WithNodeTimeout(scaled(200 * time.Millisecond)))
 	mustLock(t, c, "warm", time.Minute) // connections open, scripts loaded
-	h := newBatchHold(acquireScript, 1)
+	h := newBatchHold(script.Acquire, 1)
 	r.clients[0].AddHook(h)
 	t.Cleanup(h.open) // before Close, should the test fail while it holds
 	rec := &batchRecorder{}

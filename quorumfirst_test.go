@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redlock-go/redlock/internal/script"
 )
 
 // preferredOf returns the nodes a quorum-first attempt on key asks first,
@@ -119,7 +120,7 @@ func warm(t *testing.T, c *Client) {
 	// to. Such a master answered the test's first calls NOSCRIPT and ran
 	// them again (a rehearsal's race run: 4 scripts, want 2).
 	for _, n := range c.nodes {
-		for _, s := range scriptsBySHA {
+		for _, s := range script.BySHA {
 			if err := s.Load(bg, n.client).Err(); err != nil {
 				t.Fatal(err)
 			}
@@ -254,7 +255,7 @@ func TestQuorumFirstHedgesAHungPreferredMaster(t *testing.T) {
 func TestQuorumFirstAsksEveryMasterWhileTheGuardHoldsVotesBack(t *testing.T) {
 	m := newMinis(t, 5, nil)
 	for _, n := range m.clients {
-		if err := n.Del(bg, markerKey("", false)).Err(); err != nil { // a fresh deployment
+		if err := n.Del(bg, script.MarkerKey("", false)).Err(); err != nil { // a fresh deployment
 			t.Fatal(err)
 		}
 	}
@@ -629,14 +630,14 @@ func TestQuorumFirstExtendRacingAHandOffLeavesNoTokenOnAReserve(t *testing.T) {
 	for i, s := range r.servers {
 		clients[i] = s.Client(nil)
 	}
-	clients[preferred[0]].AddHook(&scriptHook{script: handoffScript, before: func(context.Context) {
+	clients[preferred[0]].AddHook(&scriptHook{script: script.HandOff, before: func(context.Context) {
 		if armed.Load() {
 			handOffAt <- struct{}{}
 			<-handOffGate
 		}
 	}})
 	clients[reserves[0]].AddHook(&scriptHook{
-		script: acquireScript,
+		script: script.Acquire,
 		before: func(context.Context) {
 			if armed.Load() {
 				widening <- struct{}{}
@@ -757,7 +758,7 @@ func TestQuorumFirstUnsentRetakeStillReleasesWhatTheFailedCallLeft(t *testing.T)
 	for i, s := range r.servers {
 		clients[i] = s.Client(nil)
 	}
-	clients[x].AddHook(&scriptHook{script: acquireScript, after: func(context.Context) error {
+	clients[x].AddHook(&scriptHook{script: script.Acquire, after: func(context.Context) error {
 		if lose.CompareAndSwap(true, false) {
 			return errors.New("read tcp: connection reset by peer") // the reply lost, the SET landed
 		}

@@ -14,6 +14,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redlock-go/redlock/internal/master"
+	"github.com/redlock-go/redlock/internal/script"
 	"github.com/redlock-go/redlock/internal/workers"
 )
 
@@ -111,7 +113,7 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 		nodes:   ns,
 		quorum:  quorum(len(ns)),
 		cfg:     cfg,
-		id:      uuid.NewString() + handedSuffix,
+		id:      uuid.NewString() + script.HandedSuffix,
 		closing: make(chan struct{}),
 	}
 	for _, n := range ns {
@@ -126,10 +128,24 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 		}
 	}
 	c.workers = workers.New()
+	if cfg.batchLimit > 1 {
+		for _, n := range ns {
+			n.pipe = master.NewPipe(n.client, cfg.batchLimit, &c.bg, c.workers.Run)
+		}
+	}
+	c.turns = newTurns[Lock](c.closing)
+	c.wk = newWaker(ns, c.wakerConfig())
+	return c, nil
+}
+
+// wakerConfig is the configuration of c's waker: its notices, and the
+// observers' hooks on them.
+func (c *Client) wakerConfig() wakerConfig {
+	cfg := c.cfg
 	var noticed func(int, string, string, bool)
 	var subscribeRefused func(int, error)
 	if o := cfg.obs; o != nil {
-		for _, n := range ns {
+		for _, n := range c.nodes {
 			n.obs = o
 		}
 		if o.Notice != nil {
@@ -137,26 +153,20 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 				o.Notice(NoticeEvent{Key: key, Node: node, Kind: kind, Own: own})
 			}
 		}
+		ns := c.nodes
 		subscribeRefused = func(node int, err error) { ns[node].refusedNoticeBy(err) }
 	}
-	if cfg.batchLimit > 1 {
-		for _, n := range ns {
-			n.pipe = &pipe{client: n.client, limit: cfg.batchLimit, bg: &c.bg, spawn: c.workers.Run}
-		}
-	}
-	c.turns = newTurns[Lock](c.closing)
-	c.wk = newWaker(ns, wakerConfig{
+	return wakerConfig{
 		id:               c.id,
 		quorum:           c.quorum,
 		linger:           cfg.linger(),
 		subscribeTimeout: cfg.subscribeTimeout(),
 		maxDelay:         cfg.retryMax,
-		off:              c.cfg.noNotices,
+		off:              cfg.noNotices,
 		lateHandOff:      c.lateHandOff,
 		noticed:          noticed,
 		subscribeRefused: subscribeRefused,
-	})
-	return c, nil
+	}
 }
 
 // Close waits until no goroutine of the Client is talking to a node any more
@@ -336,10 +346,10 @@ func (c *Client) checkLock(ctx context.Context, key string, ttl time.Duration) (
 // checkKey refuses a key named like the library's own keys, and, where a
 // vote is a Redis Cluster, a key whose library keys cannot share its slot.
 func (c *Client) checkKey(key string) error {
-	if ownKey(key) {
+	if script.OwnKey(key) {
 		return fmt.Errorf("%w: key %q is a name the library uses for its own keys (a memory marker, a fence counter or a wanted key)", ErrInvalidArgument, key)
 	}
-	if c.anyCluster && slotless(key) {
+	if c.anyCluster && script.Slotless(key) {
 		return fmt.Errorf("%w: key %q has a '}' but no hash tag, so on a Redis Cluster vote the library's keys for it "+
 			"(memory marker, fence counter, wanted key) cannot share its slot: give it a hash tag, such as {%s}", ErrInvalidArgument, key, strings.ReplaceAll(key, "}", ""))
 	}
@@ -394,11 +404,11 @@ func (d roundDeadline) until(end time.Time) roundDeadline {
 
 // announce is the notice the nodes publish when they grant (kind
 // acquiredNotice) or release key for token; none when notices are off.
-func (c *Client) announce(kind, key, token string, age int) notice {
+func (c *Client) announce(kind, key, token string, age int) script.Notice {
 	if c.cfg.noNotices {
-		return notice{}
+		return script.Notice{}
 	}
-	return newNotice(kind, key, c.id, token, age)
+	return script.NewNotice(kind, key, c.id, token, age)
 }
 
 // errNotNew is every call's error on a Client that New did not make: a zero

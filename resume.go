@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/redlock-go/redlock/internal/script"
 )
 
 // Resume returns a Lock on key for token, the Token() of a lock that
@@ -70,7 +71,7 @@ func (c *Client) resume(ctx context.Context, key, token string, ttl time.Duratio
 	defer c.bg.Done()
 	l := c.handedLock(key, token, ttl, false)
 	start := time.Now()
-	args := newRoundArgs(key, token, ttl, notice{}, c.guard(ttl) > 0)
+	args := newRoundArgs(key, token, ttl, script.Notice{}, c.guard(ttl) > 0)
 	r := c.fanOut(ctx, "resume", key, c.deadline(start, ttl), nil, ttl, func(ctx context.Context, n *node) (ballot, error) {
 		// born 0: no repair. This Client never saw the key set, so it
 		// cannot tell a master that lost it from one where it expired.

@@ -8,6 +8,9 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
+
+	"github.com/redlock-go/redlock/internal/master"
+	"github.com/redlock-go/redlock/internal/script"
 )
 
 // Unlock releases the lock: it deletes the key on every node where it still
@@ -163,7 +166,7 @@ func (l *Lock) markReleased() (unlocking, error) {
 func (l *Lock) release(ctx context.Context, ttl time.Duration, lost *handOffCalls) *round {
 	c := l.c
 	own := c.wk.listening(l.key)
-	rr := &releaseRound{l: l, lost: lost, keep: c.keep(ttl), args: l.args(0, c.announce(releasedNotice, l.key, l.token, 0), false)}
+	rr := &releaseRound{l: l, lost: lost, keep: c.keep(ttl), args: l.args(0, c.announce(script.ReleasedNotice, l.key, l.token, 0), false)}
 	if l.quiet && own == 0 {
 		rr.args.quiet = "1" // only a waiter that marked the key listens
 	}
@@ -194,7 +197,7 @@ func (l *Lock) release(ctx context.Context, ttl time.Duration, lost *handOffCall
 type releaseRound struct {
 	l     *Lock
 	lost  *handOffCalls
-	keep  lateSend // the deletes go out past their node deadline (Client.keep)
+	keep  master.LateSend // the deletes go out past their node deadline (Client.keep)
 	args  *roundArgs
 	heard atomic.Int64 // the most subscribers a release notice reached
 }
@@ -218,11 +221,11 @@ func (rr *releaseRound) start(ctx context.Context, t *nodeTask) bool {
 		t.vote(ballot{}, refusalAsVote(err))
 		return true
 	}
-	t.n.pipe.start(ctx, nil, rr.keep, t.n.releaseCmd(rr.args), t)
+	t.n.pipe.Start(ctx, nil, rr.keep, t.n.releaseCmd(rr.args), t)
 	return true
 }
 
-func (rr *releaseRound) reply(t *nodeTask, cmd reply) (ballot, error) {
+func (rr *releaseRound) reply(t *nodeTask, cmd master.Reply) (ballot, error) {
 	deleted, receivers, err := t.n.releaseReply(cmd)
 	maxInto(&rr.heard, receivers)
 	return ballot{yes: deleted}, err
@@ -230,7 +233,7 @@ func (rr *releaseRound) reply(t *nodeTask, cmd reply) (ballot, error) {
 
 // releaseOn is release's call to node n: whether the node no longer holds
 // our token because of this Unlock, and how many subscribers heard it.
-func (l *Lock) releaseOn(ctx context.Context, n *node, lost *handOffCalls, keep lateSend, args *roundArgs) (deleted bool, receivers int64, err error) {
+func (l *Lock) releaseOn(ctx context.Context, n *node, lost *handOffCalls, keep master.LateSend, args *roundArgs) (deleted bool, receivers int64, err error) {
 	h := l.holds[n.index]
 	err = h.await(ctx)
 	if lost != nil && err == nil {

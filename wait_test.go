@@ -13,6 +13,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-go/redlock/internal/chaos"
+	"github.com/redlock-go/redlock/internal/master"
+	"github.com/redlock-go/redlock/internal/script"
 )
 
 // Tests of how waiters of different Clients use the key's notices.
@@ -31,12 +33,12 @@ func TestParseNoticeRejectsWhatIsNotANotice(t *testing.T) {
 		"acquired c t 99999999999999999999", "taken c t 1", "released c t 1 extra",
 		"acquired c t 01", "acquired c t +1",
 	} {
-		if _, _, _, _, ok := parseNotice(msg); ok {
+		if _, _, _, _, ok := script.ParseNotice(msg); ok {
 			t.Errorf("parseNotice(%q) accepted it", msg)
 		}
 	}
-	kind, client, token, age, ok := parseNotice("acquired c1 tok 3")
-	if !ok || kind != acquiredNotice || client != "c1" || token != "tok" || age != 3 {
+	kind, client, token, age, ok := script.ParseNotice("acquired c1 tok 3")
+	if !ok || kind != script.AcquiredNotice || client != "c1" || token != "tok" || age != 3 {
 		t.Fatalf("parseNotice of a good notice = %q %q %q %d %v", kind, client, token, age, ok)
 	}
 }
@@ -50,22 +52,22 @@ func TestChannelKeyTellsTheClientsHandedChannel(t *testing.T) {
 		channel, id, key string
 		handed, ok       bool
 	}{
-		{noticeChannel("k"), "me", "k", false, true},
-		{handedChannel("k", "me"), "me", "k", true, true},
-		{handedChannel("a:b", "me"), "me", "a:b", true, true},
-		{handedChannel("k", "other"), "me", "handed:other:k", false, true},
-		{handedChannel("k", "me"), "", "handed:me:k", false, true},
-		{shardedChannel("{t}k"), "me", "{t}k", false, true},
-		{channelOn("{t}k", handedChannel("{t}k", "me"), true), "me", "{t}k", true, true},
+		{script.NoticeChannel("k"), "me", "k", false, true},
+		{script.HandedChannel("k", "me"), "me", "k", true, true},
+		{script.HandedChannel("a:b", "me"), "me", "a:b", true, true},
+		{script.HandedChannel("k", "other"), "me", "handed:other:k", false, true},
+		{script.HandedChannel("k", "me"), "", "handed:me:k", false, true},
+		{script.ShardedChannel("{t}k"), "me", "{t}k", false, true},
+		{script.ChannelOn("{t}k", script.HandedChannel("{t}k", "me"), true), "me", "{t}k", true, true},
 		{"other:channel", "me", "", false, false},
 		{"{t", "me", "", false, false},
 	} {
-		key, handed, ok := channelKey(tc.channel, tc.id)
+		key, handed, ok := script.ChannelKey(tc.channel, tc.id)
 		if key != tc.key || handed != tc.handed || ok != tc.ok {
 			t.Errorf("channelKey(%q, %q) = %q, %v, %v; want %q, %v, %v", tc.channel, tc.id, key, handed, ok, tc.key, tc.handed, tc.ok)
 		}
 	}
-	if ch := channelOn("{t}k", handedChannel("{t}k", "me"), true); hashSlot(ch) != hashSlot("{t}k") {
+	if ch := script.ChannelOn("{t}k", script.HandedChannel("{t}k", "me"), true); script.HashSlot(ch) != script.HashSlot("{t}k") {
 		t.Fatalf("the sharded handedChannel %q is not in its key's slot", ch)
 	}
 }
@@ -76,23 +78,23 @@ func TestChannelKeyTellsTheClientsHandedChannel(t *testing.T) {
 // hand-offs (handedChannel), which it counts; and is woken then. Another
 // Client's handedChannel is no channel of this key's.
 func TestAWaiterCountsHandOffsOnlyOnceItsHandedChannelIsConfirmed(t *testing.T) {
-	w := &waker{cfg: wakerConfig{id: "me", quorum: 2}, nodes: make([]conn, 3), keys: map[string]*keyWatch{}}
+	w := &waker{cfg: wakerConfig{id: "me", quorum: 2}, nodes: make([]master.Conn, 3), keys: map[string]*keyWatch{}}
 	kw := &keyWatch{ch: make(chan struct{})}
 	w.keys["k"] = kw
 	h := &watcher{w: w, key: "k", kw: kw}
 	for i := range 3 {
-		w.confirmed(i, noticeChannel("k"), true)
-		w.confirmed(i, handedChannel("k", "other"), true)
+		w.confirmed(i, script.NoticeChannel("k"), true)
+		w.confirmed(i, script.HandedChannel("k", "other"), true)
 	}
 	if h.subscribed() {
 		t.Fatal("subscribed, with no confirmation of the Client's handedChannel")
 	}
 	ev := h.events()
-	w.confirmed(0, handedChannel("k", "me"), true)
+	w.confirmed(0, script.HandedChannel("k", "me"), true)
 	if h.subscribed() {
 		t.Fatal("subscribed, with the handedChannel confirmed on a minority")
 	}
-	w.confirmed(1, handedChannel("k", "me"), true)
+	w.confirmed(1, script.HandedChannel("k", "me"), true)
 	if !h.subscribed() {
 		t.Fatal("not subscribed, with both channels confirmed on a majority")
 	}
@@ -101,7 +103,7 @@ func TestAWaiterCountsHandOffsOnlyOnceItsHandedChannelIsConfirmed(t *testing.T) 
 	default:
 		t.Fatal("the waiters were not woken when the handedChannel's majority confirmed")
 	}
-	w.confirmed(1, handedChannel("k", "me"), false)
+	w.confirmed(1, script.HandedChannel("k", "me"), false)
 	if h.subscribed() {
 		t.Fatal("subscribed, after the handedChannel's subscription ended on a master")
 	}
@@ -109,14 +111,14 @@ func TestAWaiterCountsHandOffsOnlyOnceItsHandedChannelIsConfirmed(t *testing.T) 
 	// On it, only a hand-off to this Client counts.
 	won := h.expect("tok", time.Minute)
 	for i := range 3 {
-		w.notice(i, handedChannel("k", "me"), "handed other tok 0")
-		w.notice(i, handedChannel("k", "me"), "acquired me tok 0")
+		w.notice(i, script.HandedChannel("k", "me"), "handed other tok 0")
+		w.notice(i, script.HandedChannel("k", "me"), "acquired me tok 0")
 	}
 	if kw.expects["tok"].n != 0 || kw.latest != noEvent {
 		t.Fatalf("notices not of a hand-off to this Client counted on its handedChannel: %d nodes, event %v", kw.expects["tok"].n, kw.latest)
 	}
-	w.notice(0, handedChannel("k", "me"), "handed me tok 0")
-	w.notice(2, handedChannel("k", "me"), "handed me tok 0")
+	w.notice(0, script.HandedChannel("k", "me"), "handed me tok 0")
+	w.notice(2, script.HandedChannel("k", "me"), "handed me tok 0")
 	select {
 	case <-won:
 	default:
@@ -133,11 +135,11 @@ func FuzzParseNotice(f *testing.F) {
 	f.Add(" acquired  a  b  1 ")
 	f.Add("acquired 0 0 00") // not how a Client writes 0: found by the fuzzer
 	f.Fuzz(func(t *testing.T, msg string) {
-		kind, client, token, age, ok := parseNotice(msg)
+		kind, client, token, age, ok := script.ParseNotice(msg)
 		if !ok {
 			return
 		}
-		if again := newNotice(kind, "k", client, token, age).message; strings.Join(strings.Fields(msg), " ") != again {
+		if again := script.NewNotice(kind, "k", client, token, age).Message; strings.Join(strings.Fields(msg), " ") != again {
 			t.Fatalf("parseNotice(%q) accepted a notice a Client formats as %q", msg, again)
 		}
 	})
@@ -370,7 +372,7 @@ func TestUnlockHandsTheLockToTheNextLocalWaiter(t *testing.T) {
 	}()
 	queued(t, c, "k", 1)
 	for _, n := range m.clients { // so that EVALSHA needs no EVAL after it
-		if err := handoffScript.Load(bg, n).Err(); err != nil {
+		if err := script.HandOff.Load(bg, n).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -538,7 +540,7 @@ func TestAStaleWantedKeyAnnouncesNothing(t *testing.T) {
 		t.Fatalf("TryLock: %v", err)
 	}
 	for i, a := range r.admin { // what another Client's refused attempt records
-		if err := a.Set(bg, "lk:stale"+wantedSuffix, fingerprintOf(l.Token()), time.Minute).Err(); err != nil {
+		if err := a.Set(bg, "lk:stale"+script.WantedSuffix, fingerprintOf(l.Token()), time.Minute).Err(); err != nil {
 			t.Fatalf("node %d: %v", i, err)
 		}
 	}
@@ -585,7 +587,7 @@ func TestAnAnnouncedLockIsReleasedAloud(t *testing.T) {
 	c := r.client(withLinger(time.Millisecond))
 	h := c.wk.watch("lk:a") // as a waiter of c's would
 	r.subscribed("lk:a")
-	listener := r.clients[0].Subscribe(bg, noticeChannel("lk:a"))
+	listener := r.clients[0].Subscribe(bg, script.NoticeChannel("lk:a"))
 	defer listener.Close()
 	if _, err := listener.Receive(bg); err != nil { // the confirmation
 		t.Fatal(err)
@@ -609,18 +611,18 @@ func TestAnAnnouncedLockIsReleasedAloud(t *testing.T) {
 	}
 	heard := map[string]bool{}
 	within(t, scaled(5*time.Second), "the notices", func() bool {
-		for !heard[releasedNotice] {
+		for !heard[script.ReleasedNotice] {
 			m, err := listener.ReceiveMessage(bg)
 			if err != nil {
 				t.Error(err)
 				return false
 			}
-			kind, _, _, _, _ := parseNotice(m.Payload)
+			kind, _, _, _, _ := script.ParseNotice(m.Payload)
 			heard[kind] = true
 		}
 		return true
 	})
-	if !heard[acquiredNotice] {
+	if !heard[script.AcquiredNotice] {
 		t.Error("the acquisition was not announced")
 	}
 }
@@ -645,7 +647,7 @@ func TestAWaitersNextAttemptFindsItsLastOnesTokenGone(t *testing.T) {
 		r.take(i, "k", "other", time.Minute)
 	}
 	replies := make(chan NodeReplyEvent, 32)
-	w, reached, open := heldAttempts(t, r, acquireScript, []int{0},
+	w, reached, open := heldAttempts(t, r, script.Acquire, []int{0},
 		WithNodeTimeout(scaled(5*time.Second)), // nothing queued at master 0 goes out beside the held reply meanwhile
 		WithRetryDelay(time.Minute, time.Minute),
 		withoutWants(), // no want out: its Close has no hand-off to wait out (the node deadline)
@@ -658,7 +660,7 @@ func TestAWaitersNextAttemptFindsItsLastOnesTokenGone(t *testing.T) {
 	// Four refusals could decide the attempt before master 0 was sent its
 	// request, which then never is. (Only the first: the next attempt's
 	// request to master 0 waits behind the held reply.)
-	firstSentTogether(acquireScript, goRedisClients(w), scaled(5*time.Second))
+	firstSentTogether(script.Acquire, goRedisClients(w), scaled(5*time.Second))
 	res := tryLockAsync(w, "k", time.Minute)
 	awaitHeld(t, reached, 1) // its token is on master 0, the reply held
 	for range 4 {
@@ -671,8 +673,8 @@ func TestAWaitersNextAttemptFindsItsLastOnesTokenGone(t *testing.T) {
 	}
 	// One notice: a second one, heard during the next attempt, would wake
 	// the waiter into a third, which finds the clean-up done anyway.
-	release := newNotice(releasedNotice, "k", "another-client", "other", 0)
-	if err := r.admin[1].Publish(bg, release.channel, release.message).Err(); err != nil {
+	release := script.NewNotice(script.ReleasedNotice, "k", "another-client", "other", 0)
+	if err := r.admin[1].Publish(bg, release.Channel, release.Message).Err(); err != nil {
 		t.Fatal(err)
 	}
 	for range 4 {
@@ -926,9 +928,9 @@ func TestAWaiterThatStartedWaitingSendsNoAttemptOnOtherNotices(t *testing.T) {
 	defer cancel()
 	res := lockInBackground(ctx, waiterC, "k")
 	wantKnown(t, holderC, "k", 1) // the call is waiting
-	late := newNotice(acquiredNotice, "k", "late-client", "late-token", 0)
+	late := script.NewNotice(script.AcquiredNotice, "k", "late-client", "late-token", 0)
 	for _, a := range r.admin {
-		if err := a.Publish(bg, late.channel, late.message).Err(); err != nil {
+		if err := a.Publish(bg, late.Channel, late.Message).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -961,7 +963,7 @@ func TestAWaiterWhoseAttemptLostToAReleaseOnItsWayHearsTheRestOfIt(t *testing.T)
 	backoff := scaled(10 * time.Second)
 	var armed atomic.Bool
 	refused := make(chan struct{}, 3) // an attempt after the first notice, refused by masters 0, 2 and 3
-	hook := &scriptHook{script: acquireScript, after: func(context.Context) error {
+	hook := &scriptHook{script: script.Acquire, after: func(context.Context) error {
 		if armed.Load() {
 			select {
 			case refused <- struct{}{}:
@@ -995,8 +997,8 @@ func TestAWaiterWhoseAttemptLostToAReleaseOnItsWayHearsTheRestOfIt(t *testing.T)
 			if err := r.admin[i].Del(bg, "k").Err(); err != nil {
 				t.Fatal(err)
 			}
-			n := newNotice(releasedNotice, "k", "other", "other", 0)
-			if err := r.admin[i].Publish(bg, n.channel, n.message).Err(); err != nil {
+			n := script.NewNotice(script.ReleasedNotice, "k", "other", "other", 0)
+			if err := r.admin[i].Publish(bg, n.Channel, n.Message).Err(); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -7,6 +7,9 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/redlock-go/redlock/internal/master"
+	"github.com/redlock-go/redlock/internal/script"
 )
 
 // Notices. Each node announces, on the key's notice channel, every lock
@@ -41,7 +44,7 @@ const subscriptionLinger = time.Second
 
 // waker delivers notices to the Client's waiters.
 type waker struct {
-	nodes []conn // the masters, in the Client's order
+	nodes []master.Conn // the masters, in the Client's order
 	cfg   wakerConfig
 	wg    sync.WaitGroup // its goroutines, which live until close
 
@@ -86,7 +89,7 @@ func newWaker(nodes []*node, cfg wakerConfig) *waker {
 type nodeSub struct {
 	index   int
 	sharded bool // a Redis Cluster: the keys' shard channels (shardedChannel)
-	ps      subscription
+	ps      master.Subscription
 	mu      sync.Mutex
 	pending []subOp
 	kick    chan struct{}
@@ -192,7 +195,7 @@ func (w *waker) noteReleased(key, token string) {
 // its subscription calls. Called with w.mu held.
 func (w *waker) start() {
 	for i, n := range w.nodes {
-		s := &nodeSub{index: i, sharded: n.cluster(), ps: n.subscribe(), kick: make(chan struct{}, 1)}
+		s := &nodeSub{index: i, sharded: n.Cluster(), ps: n.Subscribe(), kick: make(chan struct{}, 1)}
 		w.subs = append(w.subs, s)
 		w.wg.Add(2)
 		go func() {
@@ -231,15 +234,15 @@ func (w *waker) send(s *nodeSub) {
 		for _, op := range ops {
 			// The key's notice channel, and this Client's channel for
 			// hand-offs of the key to its waiters (handedChannel).
-			for _, channel := range [2]string{noticeChannelOn(op.key, s.sharded), channelOn(op.key, handedChannel(op.key, w.cfg.id), s.sharded)} {
+			for _, channel := range [2]string{script.NoticeChannelOn(op.key, s.sharded), script.ChannelOn(op.key, script.HandedChannel(op.key, w.cfg.id), s.sharded)} {
 				ctx, cancel := context.WithTimeout(context.Background(), w.cfg.subscribeTimeout)
 				if op.subscribe {
-					err := s.ps.subscribe(ctx, channel)
+					err := s.ps.Subscribe(ctx, channel)
 					if w.cfg.subscribeRefused != nil && isNoPerm(err) {
 						w.cfg.subscribeRefused(s.index, err)
 					}
 				} else {
-					_ = s.ps.unsubscribe(ctx, channel)
+					_ = s.ps.Unsubscribe(ctx, channel)
 				}
 				cancel()
 			}
@@ -250,11 +253,11 @@ func (w *waker) send(s *nodeSub) {
 // receive folds node s's notices, and the confirmations of its
 // subscriptions, into the watches, until the PubSub is closed.
 func (w *waker) receive(s *nodeSub) {
-	s.ps.run(func(e subEvent) {
-		if e.kind == subMessage {
-			w.notice(s.index, e.channel, e.payload)
+	s.ps.Run(func(e master.SubEvent) {
+		if e.Kind == master.SubMessage {
+			w.notice(s.index, e.Channel, e.Payload)
 		} else {
-			w.confirmed(s.index, e.channel, e.kind == subConfirmed)
+			w.confirmed(s.index, e.Channel, e.Kind == master.SubConfirmed)
 		}
 	})
 }
@@ -263,7 +266,7 @@ func (w *waker) receive(s *nodeSub) {
 // majority confirmed both of a key's, the key's waiters are woken (they may
 // announce themselves: wants.go).
 func (w *waker) confirmed(node int, channel string, on bool) {
-	key, handed, ok := channelKey(channel, w.cfg.id)
+	key, handed, ok := script.ChannelKey(channel, w.cfg.id)
 	if !ok {
 		return
 	}
@@ -302,12 +305,12 @@ func (w *waker) confirmed(node int, channel string, on bool) {
 
 // notice folds one notice of node into its key's watch.
 func (w *waker) notice(node int, channel, payload string) {
-	key, handed, ok := channelKey(channel, w.cfg.id)
+	key, handed, ok := script.ChannelKey(channel, w.cfg.id)
 	if !ok {
 		return
 	}
-	kind, client, token, n, ok := parseNotice(payload)
-	if !ok || (handed && (kind != handedNotice || client != w.cfg.id)) {
+	kind, client, token, n, ok := script.ParseNotice(payload)
+	if !ok || (handed && (kind != script.HandedNotice || client != w.cfg.id)) {
 		return // a handedChannel carries hand-offs to its Client only
 	}
 	foreign := client != w.cfg.id
@@ -324,19 +327,19 @@ func (w *waker) notice(node int, channel, payload string) {
 		kw.othersAt = time.Now()
 	}
 	switch kind {
-	case wantedNotice:
+	case script.WantedNotice:
 		if foreign {
 			kw.wanted(client, token, time.Duration(n)*time.Millisecond, time.Now(), len(w.nodes))
 		}
 		return
-	case releasedNotice:
+	case script.ReleasedNotice:
 		if kw.nodeReleases == nil {
 			kw.nodeReleases = make([]int, len(w.nodes))
 		}
 		kw.nodeReleases[node]++
 		kw.event(released, foreign, token)
 		return
-	case handedNotice:
+	case script.HandedNotice:
 		kw.served(token)
 		if !foreign && !kw.handed(token, node, w.cfg.quorum) && w.cfg.lateHandOff != nil {
 			w.cfg.lateHandOff(key, token, node)
@@ -369,7 +372,7 @@ func (w *waker) close() {
 	// a hung master holds for the driver's read timeout, and the Client's
 	// waiters, returning ErrClosed meanwhile, need w.mu to let go.
 	for _, s := range subs {
-		_ = s.ps.close()
+		_ = s.ps.Close()
 	}
 	w.wg.Wait()
 }

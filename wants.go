@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/redlock-go/redlock/internal/script"
 )
 
 // Across processes, a turn would otherwise cost a release round, a notice,
@@ -341,7 +342,7 @@ func (c *Client) lateHandOff(key, token string, node int) {
 	if now {
 		// Announced: the waiters heard the key go to token, and wait for
 		// its release.
-		c.releaseNodeWith(c.nodes[node], key, token, r.ttl, c.announce(releasedNotice, key, token, 0))
+		c.releaseNodeWith(c.nodes[node], key, token, r.ttl, c.announce(script.ReleasedNotice, key, token, 0))
 	}
 	if sweep {
 		c.bg.Add(1) // Close cuts it short, and waits for it: the first late notice's sweep
@@ -474,7 +475,7 @@ func (c *Client) sweepLateHandOff(key, token string, after time.Duration) {
 	if !ok {
 		return
 	}
-	announce := c.announce(releasedNotice, key, token, 0)
+	announce := c.announce(script.ReleasedNotice, key, token, 0)
 	for i, n := range c.nodes {
 		if i >= len(released) || !released[i] {
 			c.releaseNodeWith(n, key, token, r.ttl, announce)
@@ -698,7 +699,7 @@ func (c *Client) wantRefresh() time.Duration {
 // deadline of a lock of lockTTL; false when none did. The caller holds a
 // registration in c.bg.
 func (c *Client) publishWant(key, token string, ttl, lockTTL time.Duration) bool {
-	msg := newNotice(wantedNotice, key, c.id, token, int(ttl.Milliseconds()))
+	msg := script.NewNotice(script.WantedNotice, key, c.id, token, int(ttl.Milliseconds()))
 	first := int(c.wantNode.Add(1))
 	for i := range c.nodes {
 		n := c.nodes[(first+i)%len(c.nodes)]
@@ -714,14 +715,14 @@ func (c *Client) publishWant(key, token string, ttl, lockTTL time.Duration) bool
 // timeouts are; a call still running then ends in the background. A master
 // that refuses it for lack of channel rights (ACL) gets no notices for a
 // while. The caller holds a registration in c.bg.
-func (c *Client) publishOn(n *node, msg notice, timeout time.Duration) bool {
+func (c *Client) publishOn(n *node, msg script.Notice, timeout time.Duration) bool {
 	done := make(chan error, 1)
 	c.bg.Add(1)
 	go func() {
 		defer c.bg.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
-		done <- n.conn.publish(ctx, n.channelOf(msg.key, msg.channel), msg.message)
+		done <- n.conn.Publish(ctx, n.channelOf(msg.Key, msg.Channel), msg.Message)
 	}()
 	t := time.NewTimer(timeout)
 	defer t.Stop()
@@ -815,7 +816,7 @@ func (lp *waitLoop) confirm(l *Lock) (won bool, err error) {
 	}
 	defer c.bg.Done()
 	start := time.Now()
-	args := newRoundArgs(lp.key, l.token, lp.ttl, notice{}, c.guard(lp.ttl) > 0)
+	args := newRoundArgs(lp.key, l.token, lp.ttl, script.Notice{}, c.guard(lp.ttl) > 0)
 	r := c.fanOut(lp.ctx, "confirm", lp.key, c.deadline(start, lp.ttl), nil, lp.ttl, func(ctx context.Context, n *node) (ballot, error) {
 		return n.extend(ctx, args, 0)
 	})
@@ -965,8 +966,8 @@ func (c *Client) withdrawEverywhere(tickets []ticket) {
 	channels, messages := make([]string, len(tickets)), make([]string, len(tickets))
 	for i, t := range tickets {
 		longest = max(longest, t.ttl)
-		msg := newNotice(wantedNotice, t.key, c.id, t.token, 0)
-		channels[i], messages[i] = msg.channel, msg.message
+		msg := script.NewNotice(script.WantedNotice, t.key, c.id, t.token, 0)
+		channels[i], messages[i] = msg.Channel, msg.Message
 	}
 	timeout := c.nodeTimeout(longest)
 	done := make(chan struct{}, len(c.nodes))
@@ -988,7 +989,7 @@ func (c *Client) withdrawEverywhere(tickets []ticket) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), timeout)
 			defer cancel()
-			_ = n.conn.publishAll(ctx, chs, messages)
+			_ = n.conn.PublishAll(ctx, chs, messages)
 			done <- struct{}{}
 		}()
 	}

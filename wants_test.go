@@ -20,6 +20,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 	"github.com/redlock-go/redlock/internal/chaos"
+	"github.com/redlock-go/redlock/internal/script"
 )
 
 // watching makes c watch key, as a Client does once it waited for it, so
@@ -72,7 +73,7 @@ func TestHandOffToAnotherClientCostsOneRoundAndNoRelease(t *testing.T) {
 	w := r.client(WithRetryDelay(time.Minute, time.Minute)) // no attempt of its own meanwhile
 	holder := holding(t, h)
 	for _, a := range r.admin {
-		if err := handoffScript.Load(bg, a).Err(); err != nil {
+		if err := script.HandOff.Load(bg, a).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -309,20 +310,20 @@ func TestAHandOffIsHeardByItsRecipientAlone(t *testing.T) {
 	// A barrier on the key's channel: once every master's has come back,
 	// whatever the hand-off published there came before it.
 	for _, a := range r.admin {
-		if err := a.Publish(bg, noticeChannel("k"), "barrier").Err(); err != nil {
+		if err := a.Publish(bg, script.NoticeChannel("k"), "barrier").Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
 	toW, barriers := 0, 0
 	for barriers < len(r.servers) {
 		n := within(t, scaled(5*time.Second), "the notices", func() heard { return <-notices })
-		kind, _, tok, _, _ := parseNotice(n.payload)
+		kind, _, tok, _, _ := script.ParseNotice(n.payload)
 		switch {
 		case n.payload == "barrier":
 			barriers++
-		case kind == handedNotice && n.channel == noticeChannel("k"):
+		case kind == script.HandedNotice && n.channel == script.NoticeChannel("k"):
 			t.Fatalf("master %d announced the hand-off to %s on the key's channel, to every Client that watches it", n.master, tok)
-		case kind == handedNotice && tok == token:
+		case kind == script.HandedNotice && tok == token:
 			toW++
 		}
 	}
@@ -345,17 +346,17 @@ func TestAHandOffToAClientOfAnEarlierVersionIsAnnouncedOnTheKeysChannel(t *testi
 	h, other := r.client(), r.client()
 	holder := holding(t, h)
 	watching(t, other, "k")
-	notices := r.admin[0].Subscribe(bg, noticeChannel("k"))
+	notices := r.admin[0].Subscribe(bg, script.NoticeChannel("k"))
 	defer notices.Close()
 	if _, err := notices.Receive(bg); err != nil {
 		t.Fatal(err)
 	}
 	const old, token = "2c5e3f0a-0d4e-4e8b-9a51-6f0c1d2e3b4a", "old-token"
-	if strings.HasSuffix(old, handedSuffix) {
+	if strings.HasSuffix(old, script.HandedSuffix) {
 		t.Fatal("the earlier version's id has the suffix: the test proves nothing")
 	}
 	for _, a := range r.admin { // the old Client's want, heard by both
-		if err := a.Publish(bg, noticeChannel("k"), newNotice(wantedNotice, "k", old, token, 60000).message).Err(); err != nil {
+		if err := a.Publish(bg, script.NoticeChannel("k"), script.NewNotice(script.WantedNotice, "k", old, token, 60000).Message).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -372,7 +373,7 @@ func TestAHandOffToAClientOfAnEarlierVersionIsAnnouncedOnTheKeysChannel(t *testi
 			}
 			return m
 		})
-		if kind, client, tok, _, _ := parseNotice(m.Payload); kind == handedNotice && client == old && tok == token {
+		if kind, client, tok, _, _ := script.ParseNotice(m.Payload); kind == script.HandedNotice && client == old && tok == token {
 			break
 		}
 	}
@@ -601,7 +602,7 @@ func TestALateHandOffLeavesTheLocksOwnHandOffOnItsWay(t *testing.T) {
 	a.cfg.test.unlocking = func() { a.lateHandOff("k", held.Token(), 0) }
 	// Every master is sent the hand-off: a round won first would drop a
 	// request still queued, and release the token there instead.
-	firstSentTogether(handoffScript, goRedisClients(a), scaled(5*time.Second))
+	firstSentTogether(script.HandOff, goRedisClients(a), scaled(5*time.Second))
 	if err := held.Unlock(bg); err != nil {
 		t.Fatal(err)
 	}
@@ -785,7 +786,7 @@ func TestAHolderNeverRollsBackAnotherClientsHandedToken(t *testing.T) {
 	}
 	ageMemory(t, direct, establishedAge)
 	for _, a := range direct { // EVALSHA must not need the EVAL its NOSCRIPT would ask for
-		for _, s := range []*luaScript{handoffScript, releaseScript} {
+		for _, s := range []*script.Script{script.HandOff, script.Release} {
 			if err := s.Load(bg, a).Err(); err != nil {
 				t.Fatal(err)
 			}
@@ -853,7 +854,7 @@ func TestAWantSentToAHungMasterNeitherHoldsTheWaiterNorOutlivesItsWithdrawal(t *
 	h, w := r.client(), r.client()
 	holder := holding(t, h)
 	paused := int(w.wantNode.Load()+1) % 3 // where the first want goes
-	spy := r.admin[paused].Subscribe(bg, noticeChannel("k"))
+	spy := r.admin[paused].Subscribe(bg, script.NoticeChannel("k"))
 	defer spy.Close()
 	if _, err := spy.Receive(bg); err != nil {
 		t.Fatal(err)
@@ -878,15 +879,15 @@ func TestAWantSentToAHungMasterNeitherHoldsTheWaiterNorOutlivesItsWithdrawal(t *
 		if err != nil {
 			t.Fatalf("the paused master never published the want it held: %v", err)
 		}
-		if kind, client, _, n, _ := parseNotice(m.Payload); kind == wantedNotice && client == w.id && n > 0 {
+		if kind, client, _, n, _ := script.ParseNotice(m.Payload); kind == script.WantedNotice && client == w.id && n > 0 {
 			break
 		}
 	}
 	// A want published on the same master after it: once the holder
 	// heard this one, it has heard the late copy too.
 	probe := func(ttl int) {
-		msg := newNotice(wantedNotice, "k", "probe", "probe-token", ttl)
-		if err := r.admin[paused].Publish(bg, msg.channel, msg.message).Err(); err != nil {
+		msg := script.NewNotice(script.WantedNotice, "k", "probe", "probe-token", ttl)
+		if err := r.admin[paused].Publish(bg, msg.Channel, msg.Message).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -931,7 +932,7 @@ func TestClosingAWaitingClientWithdrawsItsWant(t *testing.T) {
 // as a late reply to an acquisition is released.
 func TestAHandOffThatReachesAMasterAfterTheWaitersUnlockIsReleased(t *testing.T) {
 	r := startReal(t, 5)
-	late := newBatchHold(handoffScript, 1)
+	late := newBatchHold(script.HandOff, 1)
 	defer late.open()
 	h := hookedClient(t, r, late, []int{4})
 	w := r.client()
@@ -959,7 +960,7 @@ func TestAHandOffThatReachesAMasterAfterTheWaitersUnlockIsReleased(t *testing.T)
 // a rehearsal.)
 func TestAHandOffThatReachesAMasterUnheardAfterTheWaitersUnlockIsReleased(t *testing.T) {
 	r := startReal(t, 5)
-	late := newBatchHold(handoffScript, 1)
+	late := newBatchHold(script.HandOff, 1)
 	defer late.open()
 	h := hookedClient(t, r, late, []int{4}, WithNodeTimeout(scaled(time.Minute))) // its held call stays valid
 	w, err := New(r.aclClients("w", "~*", "+@all", "&*"))
@@ -994,7 +995,7 @@ func handedButOne(t *testing.T, w *Client, holder *Lock, late *batchHold, res <-
 	t.Helper()
 	// The others' requests go out together: three that decided the round
 	// first (-race, under load) would leave the fourth unsent.
-	firstSentTogether(handoffScript, goRedisClients(holder.c)[:4], scaled(5*time.Second))
+	firstSentTogether(script.HandOff, goRedisClients(holder.c)[:4], scaled(5*time.Second))
 	if err := holder.Unlock(bg); err != nil {
 		t.Fatal(err)
 	}
@@ -1137,7 +1138,7 @@ func TestRefusalsForDifferentHoldersKeepTheBackoff(t *testing.T) {
 	t.Run("one token", func(t *testing.T) {
 		r := startReal(t, 5)
 		attempts := make(chan struct{}, 64) // one per attempt: master 4, the free one, answered it
-		w := hookedClient(t, r, &scriptHook{script: acquireScript, after: func(context.Context) error {
+		w := hookedClient(t, r, &scriptHook{script: script.Acquire, after: func(context.Context) error {
 			select {
 			case attempts <- struct{}{}:
 			default: // enough to fail the test
@@ -1181,7 +1182,7 @@ func TestAWaiterThatGivesUpDuringAHandOffToItFreesTheKey(t *testing.T) {
 	for _, how := range []string{"ctx", "Close"} {
 		t.Run(how, func(t *testing.T) {
 			r := startReal(t, 5)
-			inFlight := newBatchHold(handoffScript, 5)
+			inFlight := newBatchHold(script.HandOff, 5)
 			defer inFlight.open()
 			h := hookedClient(t, r, inFlight, []int{0, 1, 2, 3, 4})
 			w := r.client(WithRetryDelay(time.Minute, time.Minute))
@@ -1245,7 +1246,7 @@ func TestCloseReleasesAHandOffToAWantItGaveUpLately(t *testing.T) {
 	gate, reached := make(chan struct{}), make(chan struct{}, 5)
 	var once sync.Once
 	open := func() { once.Do(func() { close(gate) }) }
-	holderC := hookedClient(t, r, &scriptHook{script: handoffScript, before: func(context.Context) {
+	holderC := hookedClient(t, r, &scriptHook{script: script.HandOff, before: func(context.Context) {
 		select {
 		case reached <- struct{}{}:
 		default: // once for each master is enough (a cold script runs twice: NOSCRIPT, then EVAL)
@@ -1295,7 +1296,7 @@ func TestCloseLeavesAHandedLockResumedElsewhere(t *testing.T) {
 	// The hand-off goes to every master: a round decided by four could
 	// leave the fifth's unsent (seen under load), and the resumed lock
 	// would hold four masters before Close began.
-	sentTogether(handoffScript, goRedisClients(holderC), scaled(5*time.Second))
+	sentTogether(script.HandOff, goRedisClients(holderC), scaled(5*time.Second))
 	if err := holder.Unlock(bg); err != nil { // handed to the waiter's want
 		t.Fatal(err)
 	}
@@ -1537,7 +1538,7 @@ func TestAWantCopyThatLandsAfterItsHandOffIsWithdrawn(t *testing.T) {
 func hearNotices(t *testing.T, r *realNodes, w *Client, f func(master int, m *redis.Message)) {
 	t.Helper()
 	for i, a := range r.admin {
-		ps := a.Subscribe(bg, noticeChannel("k"), handedChannel("k", w.id))
+		ps := a.Subscribe(bg, script.NoticeChannel("k"), script.HandedChannel("k", w.id))
 		t.Cleanup(func() { _ = ps.Close() })
 		for range 2 {
 			if _, err := ps.Receive(bg); err != nil {
@@ -1600,11 +1601,11 @@ func (p *publishDelay) withdrawnAfterCopy(token string) bool {
 			continue
 		}
 		switch {
-		case f[0] == handedNotice:
+		case f[0] == script.HandedNotice:
 			handed, copied = true, false
-		case f[0] == wantedNotice && f[3] != "0" && handed:
+		case f[0] == script.WantedNotice && f[3] != "0" && handed:
 			copied = true
-		case f[0] == wantedNotice && f[3] == "0" && copied:
+		case f[0] == script.WantedNotice && f[3] == "0" && copied:
 			return true
 		}
 	}
@@ -1624,8 +1625,8 @@ func TestAWithdrawalOfAnOlderWantLeavesTheClientsNewerOne(t *testing.T) {
 	r.subscribed("k")
 	publish := func(client, token string, ttl int) {
 		t.Helper()
-		n := newNotice(wantedNotice, "k", client, token, ttl)
-		if err := r.admin[0].Publish(bg, n.channel, n.message).Err(); err != nil {
+		n := script.NewNotice(script.WantedNotice, "k", client, token, ttl)
+		if err := r.admin[0].Publish(bg, n.Channel, n.Message).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -1751,7 +1752,7 @@ func killSubscriptions(t *testing.T, r *realNodes, name string, masters ...int) 
 // there, and whose replies are held until open (which the test's clean-up
 // calls too): an attempt that took those masters and hears of it late, if
 // at all. reached gets one value per reply held.
-func heldAttempts(t *testing.T, r *realNodes, script *luaScript, nodes []int, opts ...Option) (c *Client, reached <-chan struct{}, open func()) {
+func heldAttempts(t *testing.T, r *realNodes, script *script.Script, nodes []int, opts ...Option) (c *Client, reached <-chan struct{}, open func()) {
 	t.Helper()
 	held, gate := make(chan struct{}, 8), make(chan struct{})
 	var once sync.Once
@@ -1776,7 +1777,7 @@ func heldAttempts(t *testing.T, r *realNodes, script *luaScript, nodes []int, op
 // backoff with the key free.)
 func TestALateMajorityAttemptAnnouncesItsRollback(t *testing.T) {
 	r := startReal(t, 5)
-	a, reached, open := heldAttempts(t, r, acquireScript, []int{0, 1, 2}, WithNodeTimeout(scaled(50*time.Millisecond)))
+	a, reached, open := heldAttempts(t, r, script.Acquire, []int{0, 1, 2}, WithNodeTimeout(scaled(50*time.Millisecond)))
 	w := r.client(WithRetryDelay(10*time.Millisecond, time.Minute))
 	h := subscribedWaiter(t, r, w)
 	if _, err := a.TryLock(bg, "k", time.Minute); !errors.Is(err, ErrNotObtained) {
@@ -1799,11 +1800,11 @@ func TestAMinorityAttemptsRollbackIsSilent(t *testing.T) {
 	for i := range 3 {
 		r.take(i, "k", "other", time.Minute)
 	}
-	a, reached, open := heldAttempts(t, r, acquireScript, []int{3, 4})
+	a, reached, open := heldAttempts(t, r, script.Acquire, []int{3, 4})
 	// Every request of the attempt goes out: the three refusals could
 	// decide it before masters 3 and 4 were sent theirs, which then never
 	// are (seen under load: the test waited for them until its timeout).
-	sentTogether(acquireScript, goRedisClients(a), scaled(5*time.Second))
+	sentTogether(script.Acquire, goRedisClients(a), scaled(5*time.Second))
 	w := r.client(WithRetryDelay(time.Minute, time.Minute))
 	h := subscribedWaiter(t, r, w)
 	if _, err := a.TryLock(bg, "k", time.Minute); !errors.Is(err, ErrNotObtained) {
@@ -1813,7 +1814,7 @@ func TestAMinorityAttemptsRollbackIsSilent(t *testing.T) {
 	// The waiter's attempt goes to every master: three refusals could
 	// decide it before masters 3 and 4 were sent theirs, and then nothing
 	// marks the key there (seen under load).
-	sentTogether(acquireScript, r.clients, scaled(5*time.Second))
+	sentTogether(script.Acquire, r.clients, scaled(5*time.Second))
 	ctx, cancel := context.WithCancel(bg)
 	defer cancel()
 	res := lockErrAsync(ctx, w)
@@ -1824,13 +1825,13 @@ func TestAMinorityAttemptsRollbackIsSilent(t *testing.T) {
 		v := within(t, scaled(5*time.Second), "the waiter's refusal on master "+strconv.Itoa(i), func() string {
 			for {
 				v, err := r.admin[i].Get(bg, "k").Result()
-				if w, _ := r.admin[i].Get(bg, "k"+wantedSuffix).Result(); err != nil || isMarked(v, w) {
+				if w, _ := r.admin[i].Get(bg, "k"+script.WantedSuffix).Result(); err != nil || isMarked(v, w) {
 					return v
 				}
 				time.Sleep(time.Millisecond) // no signal from the master
 			}
 		})
-		if w, _ := r.admin[i].Get(bg, "k"+wantedSuffix).Result(); !isMarked(v, w) {
+		if w, _ := r.admin[i].Get(bg, "k"+script.WantedSuffix).Result(); !isMarked(v, w) {
 			t.Fatalf("master %d: k = %q, its wanted key %q; want the attempt's token marked by the waiter's refusal", i, v, w)
 		}
 		before[i] = heardReleases(w, "k", i)
@@ -1851,7 +1852,7 @@ func TestAMinorityAttemptsRollbackIsSilent(t *testing.T) {
 // and its watchers hear nothing. (It was silent.)
 func TestALateMajorityMultiKeyAttemptAnnouncesItsRollback(t *testing.T) {
 	r := startReal(t, 5)
-	a, reached, open := heldAttempts(t, r, acquireMultiScript, []int{0, 1, 2}, WithNodeTimeout(scaled(50*time.Millisecond)))
+	a, reached, open := heldAttempts(t, r, script.AcquireMulti, []int{0, 1, 2}, WithNodeTimeout(scaled(50*time.Millisecond)))
 	w := r.client(WithRetryDelay(10*time.Millisecond, time.Minute))
 	h := subscribedWaiter(t, r, w)
 	watching(t, w, "k2")
@@ -1887,8 +1888,8 @@ func quietCleanUp(t *testing.T, r *realNodes, w *Client, key string, masters []i
 			return true
 		})
 		token := fmt.Sprintf("fence-%d", i)
-		fence := newNotice(wantedNotice, key, token, token, 1)
-		if err := r.admin[i].Publish(bg, fence.channel, fence.message).Err(); err != nil {
+		fence := script.NewNotice(script.WantedNotice, key, token, token, 1)
+		if err := r.admin[i].Publish(bg, fence.Channel, fence.Message).Err(); err != nil {
 			t.Fatal(err)
 		}
 		within(t, scaled(5*time.Second), "the fence notice", func() bool {
@@ -1923,13 +1924,13 @@ func TestALateHandOffLeavesAHandedLockResumedElsewhere(t *testing.T) {
 	// the round was decided would not be sent again as EVAL, and would
 	// not land.
 	for _, a := range r.admin {
-		for _, s := range scriptsBySHA {
+		for _, s := range script.BySHA {
 			if err := s.Load(bg, a).Err(); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	sentTogether(handoffScript, clients, scaled(5*time.Second))
+	sentTogether(script.HandOff, clients, scaled(5*time.Second))
 	holderC, err := New(clients, WithNodeTimeout(scaled(10*time.Second)))
 	if err != nil {
 		t.Fatal(err)
@@ -1979,7 +1980,7 @@ func TestALateHandOffLeavesAHandedLockResumedElsewhere(t *testing.T) {
 	// A notice published after the hand-off's is read after it: by then
 	// the Client has acted on the hand-off's, and settle waits for what it
 	// sent.
-	if err := r.admin[4].Publish(bg, noticeChannel("k"), "wanted barrier barrier 0").Err(); err != nil {
+	if err := r.admin[4].Publish(bg, script.NoticeChannel("k"), "wanted barrier barrier 0").Err(); err != nil {
 		t.Fatal(err)
 	}
 	await("wanted", false)
@@ -2107,7 +2108,7 @@ func unlockOfAHandedLock(t *testing.T, handOn bool) {
 	clients := make([]redis.UniversalClient, 5)
 	for i, s := range r.servers {
 		clients[i] = s.Client(nil)
-		for _, sc := range []*luaScript{handoffScript, releaseScript} {
+		for _, sc := range []*script.Script{script.HandOff, script.Release} {
 			clients[i].AddHook(&scriptHook{script: sc, after: func(context.Context) error {
 				if counting.Load() {
 					scripts[i].Add(1)
@@ -2179,7 +2180,7 @@ func unlockOfAHandedLock(t *testing.T, handOn bool) {
 // sweep is an hour away here).
 func TestAHandOffThatReachesAMasterWhileItsLockIsHeldIsReleasedByItsUnlock(t *testing.T) {
 	r := startReal(t, 5)
-	late := newBatchHold(handoffScript, 1)
+	late := newBatchHold(script.HandOff, 1)
 	defer late.open()
 	h := hookedClient(t, r, late, []int{4})
 	w := r.client()
@@ -2241,7 +2242,7 @@ func deafHanded(t *testing.T, r *realNodes, clients []redis.UniversalClient, ttl
 	holder := holding(t, h)
 	// Not decided by three masters before the others' requests went out
 	// (-race, under load): those would never be sent.
-	firstSentTogether(handoffScript, goRedisClients(h), scaled(5*time.Second))
+	firstSentTogether(script.HandOff, goRedisClients(h), scaled(5*time.Second))
 	res := tryLockAsync(w, "k", ttl)
 	wantKnown(t, h, "k", 1)
 	if err := r.admin[4].Do(bg, "ACL", "SETUSER", "w", "resetchannels").Err(); err != nil {
@@ -2320,7 +2321,7 @@ func extendCountsUnheard(t *testing.T, lost bool, opts ...Option) {
 // later stayed for its TTL.)
 func TestAHandOffThatLandsUnheardSoonAfterTheUnlockIsReleased(t *testing.T) {
 	r := startReal(t, 5)
-	late := newBatchHold(handoffScript, 1)
+	late := newBatchHold(script.HandOff, 1)
 	defer late.open()
 	h := hookedClient(t, r, late, []int{4}, WithNodeTimeout(scaled(time.Minute))) // its held call stays valid
 	nodeTimeout := scaled(time.Second)
@@ -2436,7 +2437,7 @@ func TestAQuorumFirstLocksHandOffToAnotherClientSkipsItsReserves(t *testing.T) {
 	clients := make([]redis.UniversalClient, 5)
 	for i, s := range r.servers {
 		clients[i] = s.Client(nil)
-		clients[i].AddHook(&scriptHook{script: handoffScript, after: func(context.Context) error {
+		clients[i].AddHook(&scriptHook{script: script.HandOff, after: func(context.Context) error {
 			scripts[i].Add(1)
 			return nil
 		}})
@@ -2483,7 +2484,7 @@ func TestAQuorumFirstLocksHandOffToAnotherClientSkipsItsReserves(t *testing.T) {
 // held.)
 func TestAHandOffThatLandsAfterAnExtendWasRefusedThereCountsInTheUnlock(t *testing.T) {
 	r := startReal(t, 5)
-	late := newBatchHold(handoffScript, 2)
+	late := newBatchHold(script.HandOff, 2)
 	defer late.open()
 	h := hookedClient(t, r, late, []int{3, 4}, WithNodeTimeout(scaled(time.Minute))) // its held calls stay valid
 	w := r.client()
@@ -2544,7 +2545,7 @@ func TestAnUnlockAsksEveryMasterAtOnceBeforeItsClientTimedARound(t *testing.T) {
 	r := startReal(t, 5)
 	clients := r.aclClients("w", "~*", "+@all", "&*")
 	var slow atomic.Bool
-	clients[4].AddHook(&scriptHook{script: releaseScript, before: func(context.Context) {
+	clients[4].AddHook(&scriptHook{script: script.Release, before: func(context.Context) {
 		if slow.CompareAndSwap(true, false) { // once: not again for EVAL after NOSCRIPT
 			time.Sleep(scaled(600 * time.Millisecond)) // master 4 answers late: the subject
 		}

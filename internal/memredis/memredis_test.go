@@ -420,11 +420,11 @@ func at(ss []string, i int) string {
 	return "(missing)"
 }
 
-// libraryScripts loads the library's scripts from lua/, each after
+// libraryScripts loads the library's scripts from internal/script/lua/, each after
 // token.lua and the voting ones after memory.lua too, as lua.go does.
 func libraryScripts(t *testing.T) map[string]*redis.Script {
 	read := func(name string) string {
-		src, err := os.ReadFile("../../lua/" + name + ".lua")
+		src, err := os.ReadFile("../script/lua/" + name + ".lua")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -442,7 +442,7 @@ func libraryScripts(t *testing.T) map[string]*redis.Script {
 }
 
 // guardOn reports whether a library script's arguments turn the restart
-// guard on (lua/*.lua: ARGV[5] of acquire, ARGV[3] of extend, ARGV[6] of
+// guard on (internal/script/lua/*.lua: ARGV[5] of acquire, ARGV[3] of extend, ARGV[6] of
 // handoff is '1'), so that it declares the marker.
 func guardOn(name string, args []any) bool {
 	i := map[string]int{"acquire": 4, "extend": 2, "handoff": 5}[name]

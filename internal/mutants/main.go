@@ -54,7 +54,7 @@ var mutants = []mutant{
 	// never switch the guard off in silence; a fresh deployment's rule.
 	{
 		name:    "failed-attempt-writes-the-holders-key",
-		file:    "lua/acquire.lua",
+		file:    "internal/script/lua/acquire.lua",
 		from:    "mark(KEYS[1], KEYS[2], fp, ARGV[2])\n",
 		to:      "redis.pcall('SET', KEYS[1], cur .. '~', 'KEEPTTL')\n",
 		killers: "TestAWantedKeyIsStillTheHolders",
@@ -105,28 +105,28 @@ var mutants = []mutant{
 	},
 	{
 		name:    "a-stale-wanted-key-counts",
-		file:    "lua/token.lua",
+		file:    "internal/script/lua/token.lua",
 		from:    "  return type(m) == 'string' and m == fingerprint(v)\n",
 		to:      "  return type(m) == 'string'\n",
 		killers: "TestAStaleWantedKeyAnnouncesNothing",
 	},
 	{
 		name:    "failed-multi-attempt-writes-the-holders-key",
-		file:    "lua/acquire_multi.lua",
+		file:    "internal/script/lua/acquire_multi.lua",
 		from:    "    mark(KEYS[i], KEYS[n + i], fingerprint(cur), ARGV[2])\n",
 		to:      "    redis.pcall('PEXPIRE', KEYS[i], 3600000)\n",
 		killers: "TestAFailedMultiAttemptLeavesTheHoldersKeysAsTheyWere",
 	},
 	{
 		name:    "a-marker-read-fails-open",
-		file:    "lua/memory.lua",
+		file:    "internal/script/lua/memory.lua",
 		from:    "  local t = redis.call('TIME')\n",
 		to:      "  local t = redis.pcall('TIME')\n  if t.err then\n    return -1, 0, 0\n  end\n",
 		killers: "TestAVoteWhoseMarkerIsRefusedIsNoVote",
 	},
 	{
 		name:    "a-wrong-type-marker-fails-open",
-		file:    "lua/memory.lua",
+		file:    "internal/script/lua/memory.lua",
 		from:    "  local v = redis.call('GET', marker)\n",
 		to:      "  local v = redis.pcall('GET', marker)\n  if type(v) == 'table' and v.err then\n    return -1, 0, 0\n  end\n",
 		killers: "TestAVoteWhoseMarkerIsRefusedIsNoVote",
@@ -175,7 +175,7 @@ var mutants = []mutant{
 	},
 	{
 		name:    "memory-age-may-be-negative",
-		file:    "lua/memory.lua",
+		file:    "internal/script/lua/memory.lua",
 		from:    "      return math.max(0, now - born), longest, born\n",
 		to:      "      return now - born, longest, born\n",
 		killers: "TestMemoryScriptNeverReportsANegativeAge",
@@ -197,8 +197,8 @@ var mutants = []mutant{
 	{
 		name:    "quorum-first-extend-never-takes-the-reserves",
 		file:    "extend.go",
-		from:    "		if take != nil && h.ask() {",
-		to:      "		if false && take != nil && h.ask() {",
+		from:    "	if er.take != nil && h.ask() {",
+		to:      "	if false && er.take != nil && h.ask() {",
 		killers: "TestQuorumFirstExtendTakesTheKeyOnTheReserves|TestQuorumFirstExtendWithAMasterOfTheLockDown",
 	},
 	{
@@ -210,21 +210,21 @@ var mutants = []mutant{
 	},
 	{
 		name:    "quorum-first-a-failed-widening-is-never-retried",
-		file:    "quorum.go",
+		file:    "hold.go",
 		from:    "		h.retake = !yes\n",
 		to:      "		h.retake = false\n",
 		killers: "TestQuorumFirstExtendAsksAgainAfterAFailedWidening|TestQuorumFirstCancelledWideningLeavesTheReservesAskable",
 	},
 	{
 		name:    "quorum-first-ask-never-reopens-a-returned-call",
-		file:    "quorum.go",
+		file:    "hold.go",
 		from:    "	case h.retake && h.finishedLocked():\n		h.retake = false",
 		to:      "	case false && h.retake && h.finishedLocked():\n		h.retake = false",
 		killers: "TestQuorumFirstExtendAsksAgainAfterAFailedWidening|TestHoldRetakeReopensTheCallOnce",
 	},
 	{
 		name:    "quorum-first-unlock-leaves-a-retake-askable",
-		file:    "quorum.go",
+		file:    "hold.go",
 		from:    "	h.closed = true\n",
 		to:      "",
 		killers: "TestHoldRetakeReopensTheCallOnce",
@@ -238,7 +238,7 @@ var mutants = []mutant{
 	},
 	{
 		name:    "quorum-first-an-unsent-retake-forgets-the-failed-call",
-		file:    "quorum.go",
+		file:    "hold.go",
 		from:    "		h.retake = true\n	}\n	close(h.done)",
 		to:      "		h.retake = true\n	}\n	h.mayHold = false\n	close(h.done)",
 		killers: "TestQuorumFirstUnsentRetakeStillReleasesWhatTheFailedCallLeft",
@@ -252,7 +252,7 @@ var mutants = []mutant{
 	},
 	{
 		name:    "acquire-leaves-our-own-key-as-it-was",
-		file:    "lua/acquire.lua",
+		file:    "internal/script/lua/acquire.lua",
 		from:    "    redis.call('PEXPIRE', KEYS[1], ARGV[2])\n",
 		to:      "",
 		killers: "TestQuorumFirstExtendAsksAgainAfterAFailedWidening",
@@ -266,9 +266,9 @@ var mutants = []mutant{
 	},
 	{
 		name:    "quorum-first-waits-for-the-hedge-after-a-no",
-		file:    "quorum.go",
-		from:    "		if reserve != 0 && r.tally.Yes <= yes {",
-		to:      "		if reserve != 0 && r.tally.Yes <= yes && v.err != nil {",
+		file:    "quorumfirst.go",
+		from:    "	if f.reserve != 0 && f.r.tally.Yes <= yes {",
+		to:      "	if f.reserve != 0 && f.r.tally.Yes <= yes && v.err != nil {",
 		killers: "TestQuorumFirstAsksTheReservesWhenAPreferredMasterRefuses",
 	},
 	{
@@ -280,21 +280,21 @@ var mutants = []mutant{
 	},
 	{
 		name:    "quorum-first-hedge-marks-nothing-slow",
-		file:    "quorum.go",
-		from:    "				if p && reserve&(1<<i) == 0 {\n					c.nodes[i].markSlow()",
-		to:      "				if p && reserve&(1<<i) == 0 && false {\n					c.nodes[i].markSlow()",
+		file:    "quorumfirst.go",
+		from:    "				if p && f.reserve&(1<<i) == 0 {\n					f.c.nodes[i].markSlow()",
+		to:      "				if p && f.reserve&(1<<i) == 0 && false {\n					f.c.nodes[i].markSlow()",
 		killers: "TestQuorumFirstHedgesAHungPreferredMaster",
 	},
 	{
 		name:    "quorum-first-await-waits-on-a-reserve",
-		file:    "quorum.go",
+		file:    "hold.go",
 		from:    "	if reserved {\n		// Never sent",
 		to:      "	if reserved && false {\n		// Never sent",
 		killers: "TestHoldReservedGoesToUnlockOrExtendOnce",
 	},
 	{
 		name:    "extend-shortens-the-key",
-		file:    "lua/extend.lua",
+		file:    "internal/script/lua/extend.lua",
 		from:    "  if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then\n    redis.call('PEXPIRE', KEYS[1], ARGV[2])\n    if wanted(KEYS[2], cur) then\n      redis.call('PEXPIRE', KEYS[2], ARGV[2])\n    end\n  end",
 		to:      "  redis.call('PEXPIRE', KEYS[1], ARGV[2])",
 		killers: "TestExtendNeverShortensTheKeys|TestFailedExtendToAShorterTTLLeavesUntilTrue|TestConcurrentExtendsNeverLeaveUntilPastTheKeys",
@@ -315,9 +315,9 @@ var mutants = []mutant{
 	},
 	{
 		name:    "timed-out-node-counts-as-yes",
-		file:    "quorum.go",
-		from:    "			r.failPending(c.nodes, pending, ErrNodeTimeout)",
-		to:      "			r.tally.Yes += npending",
+		file:    "quorumfirst.go",
+		from:    "			f.r.failPending(f.c.nodes, f.pending, ErrNodeTimeout)",
+		to:      "			f.r.tally.Yes += f.npending",
 		killers: "TestNodeDeadlineIsEnforcedByTheLibrary",
 	},
 	{
@@ -336,7 +336,7 @@ var mutants = []mutant{
 	},
 	{
 		name:    "release-ignores-the-token",
-		file:    "lua/release.lua",
+		file:    "internal/script/lua/release.lua",
 		from:    "if ours(cur, ARGV[1]) then",
 		to:      "if redis.pcall('EXISTS', KEYS[1]) == 1 then",
 		killers: "TestPitfall5_UnlockNeverDeletesAnotherHoldersKey",
@@ -350,7 +350,7 @@ var mutants = []mutant{
 	},
 	{
 		name:    "notice-refusal-fails-the-script",
-		file:    "lua/token.lua",
+		file:    "internal/script/lua/token.lua",
 		from:    "  return redis.pcall('PUBLISH', channel, message)",
 		to:      "  return redis.call('PUBLISH', channel, message)",
 		killers: "TestACLUserWithoutChannelRightsCanUseEveryCall",
@@ -400,13 +400,13 @@ var mutants = []mutant{
 	{
 		name:    "repair-counts-a-quarantined-master",
 		file:    "extend.go",
-		from:    "deadline, skip, ttl, func",
-		to:      "deadline, skip, 0, func",
+		from:    "deadline, skip, ttl, er.on)",
+		to:      "deadline, skip, 0, er.on)",
 		killers: "TestExtendWhenMajorityLostTokenIsNotHeld",
 	},
 	{
 		name:    "repair-brings-back-a-deleted-key",
-		file:    "lua/extend.lua",
+		file:    "internal/script/lua/extend.lua",
 		from:    " and tonumber(ARGV[4]) ~= born then",
 		to:      " then",
 		killers: "TestLateExtendNeverRepairsAKeyUnlockDeleted",
@@ -434,7 +434,7 @@ var mutants = []mutant{
 	},
 	{
 		name:    "failed-attempt-leaves-no-mark",
-		file:    "lua/acquire.lua",
+		file:    "internal/script/lua/acquire.lua",
 		from:    "mark(KEYS[1], KEYS[2], fp, ARGV[2])\n",
 		to:      "",
 		killers: "TestHandOffIsAnnouncedOnceAnotherClientWaits",
@@ -476,7 +476,7 @@ var mutants = []mutant{
 	},
 	{
 		name:    "remote-hand-off-takes-a-free-key",
-		file:    "lua/handoff.lua",
+		file:    "internal/script/lua/handoff.lua",
 		from:    "and (cur ~= false or remote) then",
 		to:      "and cur ~= false then",
 		killers: "TestHandOffToAnotherClientLeavesFreeMastersFree",
@@ -498,13 +498,13 @@ var mutants = []mutant{
 	{
 		name:    "late-hand-off-to-an-ended-lock-kept",
 		file:    "wants.go",
-		from:    "		c.releaseNodeWith(c.nodes[node], key, token, r.ttl, c.announce(releasedNotice, key, token, 0))\n",
+		from:    "		c.releaseNodeWith(c.nodes[node], key, token, r.ttl, c.announce(script.ReleasedNotice, key, token, 0))\n",
 		to:      "",
 		killers: "TestAHandOffThatReachesAMasterAfterTheWaitersUnlockIsReleased",
 	},
 	{
 		name:    "acquire-refusal-names-one-holder-for-all",
-		file:    "lua/acquire.lua",
+		file:    "internal/script/lua/acquire.lua",
 		from:    "  holder = tonumber(fp, 16)",
 		to:      "holder = 1",
 		killers: "TestRefusalsForDifferentHoldersKeepTheBackoff/three_tokens",
@@ -546,36 +546,36 @@ var mutants = []mutant{
 	},
 	{
 		name:    "pipe-never-stalls",
-		file:    "pipe.go",
+		file:    "internal/master/pipe.go",
 		from:    "	p.arm(now.Add(d.Sub(now)/2), now)",
 		to:      "	_ = d",
 		killers: "^TestChaos$/^24_",
 	},
 	{
 		name:    "pipe-sends-a-given-up-request",
-		file:    "pipe.go",
-		from:    "		if r.send != nil && !r.send.send() {",
-		to:      "		if r.send != nil && !r.send.send() && false {",
+		file:    "internal/master/pipe.go",
+		from:    "		if r.send != nil && !r.send.Send() {",
+		to:      "		if r.send != nil && !r.send.Send() && false {",
 		killers: "TestGivenUpAcquireQueuedInAPipeIsNeverSent",
 	},
 	{
 		name:    "pipe-overflow-without-timer",
-		file:    "pipe.go",
+		file:    "internal/master/pipe.go",
 		from:    "	case rest > 0:",
 		to:      "	case rest < 0:",
 		killers: "TestPipeRequestsBeyondABatchBehindAStallStillGoOut",
 	},
 	{
 		name:    "release-dropped-at-its-node-deadline",
-		file:    "pipe.go",
-		from:    "	if err == nil || (now.Before(r.keep.until) && errors.Is(err, context.DeadlineExceeded)) {",
+		file:    "internal/master/pipe.go",
+		from:    "	if err == nil || (now.Before(r.keep.Until) && errors.Is(err, context.DeadlineExceeded)) {",
 		to:      "	if err == nil {",
 		killers: "TestAReleaseQueuedBehindStalledBatchesIsStillSent",
 	},
 	{
 		name:    "late-release-without-a-deadline-of-its-own",
-		file:    "pipe.go",
-		from:    "			ctx, cancel = context.WithDeadline(context.WithoutCancel(ctx), now.Add(live[0].keep.wait))",
+		file:    "internal/master/pipe.go",
+		from:    "			ctx, cancel = context.WithDeadline(context.WithoutCancel(ctx), now.Add(live[0].keep.Wait))",
 		to:      "			ctx, cancel = context.WithCancel(context.WithoutCancel(ctx))",
 		killers: "TestALateReleaseHasANodeDeadlineOfItsOwn",
 	},
@@ -603,8 +603,8 @@ var mutants = []mutant{
 	{
 		name:    "logger-names-keys-by-default",
 		file:    "log.go",
-		from:    "\t\tif keys {\n\t\t\treturn slog.String(\"key\", k)",
-		to:      "\t\tif true {\n\t\t\treturn slog.String(\"key\", k)",
+		from:    "\tif o.keys {\n\t\treturn slog.String(\"key\", k)",
+		to:      "\tif true {\n\t\treturn slog.String(\"key\", k)",
 		killers: "TestObserverAndLogUnderAPausedMaster",
 	},
 	{
@@ -687,8 +687,8 @@ var mutants = []mutant{
 	{
 		name:    "inspect-waits-for-a-majority-only",
 		file:    "inspect.go",
-		from:    "\tfor left := len(c.nodes); left > 0; left-- {",
-		to:      "\tfor left := len(c.nodes); left > 0 && in.Answered < c.quorum; left-- {",
+		from:    "\tfor left := len(nodes); left > 0; left-- {",
+		to:      "\tfor left := len(nodes); left > 0 && in.Answered < in.Quorum; left-- {",
 		killers: "TestInspectReportsHoldersAndTTLs",
 	},
 	{
@@ -714,21 +714,21 @@ var mutants = []mutant{
 	},
 	{
 		name:    "multi-acquire-takes-held-keys",
-		file:    "lua/acquire_multi.lua",
+		file:    "internal/script/lua/acquire_multi.lua",
 		from:    "if held then\n",
 		to:      "if false then\n",
 		killers: "TestTryLockMultiTakesAllOrNone|TestTryLockMultiIsAllOrNoneOnEachMaster",
 	},
 	{
 		name:    "multi-release-deletes-the-first-key-only",
-		file:    "lua/release_multi.lua",
+		file:    "internal/script/lua/release_multi.lua",
 		from:    "    redis.call('DEL', KEYS[i])\n",
 		to:      "    if i == 1 then redis.call('DEL', KEYS[i]) end\n",
 		killers: "TestTryLockMultiTakesAllOrNone",
 	},
 	{
 		name:    "multi-extend-with-some-keys",
-		file:    "lua/extend_multi.lua",
+		file:    "internal/script/lua/extend_multi.lua",
 		from:    "  if not ours(redis.pcall('GET', KEYS[i]), ARGV[1]) then\n    return ballot(0, age, longest, born)\n  end\n",
 		to:      "",
 		killers: "TestExtendMultiNeedsEveryKey|TestDoMultiLosesTheLockWithOneOfItsKeys",
@@ -743,8 +743,8 @@ var mutants = []mutant{
 	{
 		name:    "multi-keys-in-two-cluster-slots",
 		file:    "multi.go",
-		from:    "hashSlot(k); a != b {",
-		to:      "hashSlot(k); a != b && false {",
+		from:    "script.HashSlot(k); a != b {",
+		to:      "script.HashSlot(k); a != b && false {",
 		killers: "TestMultiKeysOnAClusterVoteNeedOneSlot",
 	},
 	{
@@ -763,30 +763,30 @@ var mutants = []mutant{
 	},
 	{
 		name:    "multi-fence-leaves-the-other-counters",
-		file:    "lua/fence_multi.lua",
+		file:    "internal/script/lua/fence_multi.lua",
 		from:    "  if not c or above(target, c) then\n    redis.call('SET', KEYS[i], target)\n",
 		to:      "  if not c then\n    redis.call('SET', KEYS[i], target)\n",
 		killers: "TestFenceOfAMultiKeyLock",
 	},
 	{
 		name:    "multi-fence-increments-the-first-counter",
-		file:    "lua/fence_multi.lua",
+		file:    "internal/script/lua/fence_multi.lua",
 		from:    "  redis.call('INCR', KEYS[top])",
 		to:      "  redis.call('INCR', KEYS[n + 1])",
 		killers: "TestFenceOfAMultiKeyLock",
 	},
 	{
 		name:    "lock-on-the-librarys-own-keys",
-		file:    "guard.go",
-		from:    "\treturn key == plainMarkerKey || strings.HasSuffix(key, markerSuffix) || strings.HasSuffix(key, fenceSuffix)",
+		file:    "internal/script/keys.go",
+		from:    "\treturn key == PlainMarkerKey || strings.HasSuffix(key, markerSuffix) || strings.HasSuffix(key, FenceSuffix)",
 		to:      "\treturn false && strings.HasSuffix(key, markerSuffix)",
 		killers: "TestLockRejectsBadInput|TestMultiRejectsBadInput",
 	},
 	{
 		name:    "a-node-bypasses-its-adapter",
 		file:    "node.go",
-		from:    "\treturn n.conn.script(ctx, args)",
-		to:      "\treturn runScript(ctx, n.client, args)",
+		from:    "\treturn n.conn.Script(ctx, args)",
+		to:      "\treturn master.Run(ctx, n.client, args)",
 		killers: "TestEveryCallThroughAnotherClientsAdapter",
 	},
 	{
@@ -799,13 +799,13 @@ var mutants = []mutant{
 	{
 		name:    "cluster-key-without-a-slot-accepted",
 		file:    "redlock.go",
-		from:    "\tif c.anyCluster && slotless(key) {",
-		to:      "\tif false && slotless(key) {",
+		from:    "\tif c.anyCluster && script.Slotless(key) {",
+		to:      "\tif false && script.Slotless(key) {",
 		killers: "TestClusterVotes/keys_whose",
 	},
 	{
 		name:    "cluster-scripts-use-plain-publish",
-		file:    "lua/token.lua",
+		file:    "internal/script/lua/token.lua",
 		from:    "  if string.byte(channel, 1) == 123 then",
 		to:      "  if false then",
 		killers: "TestClusterVotes/a_hand-off's_notice_counts_as_heard",
@@ -847,7 +847,7 @@ var mutants = []mutant{
 	},
 	{
 		name:    "shard-subscription-stays-where-its-slot-was",
-		file:    "conn.go",
+		file:    "internal/master/conn.go",
 		from:    "if !ss.confirmed[ch] && now.Sub(at) > confirmWithin {",
 		to:      "if false && !ss.confirmed[ch] && now.Sub(at) > confirmWithin {",
 		killers: "TestClusterVotes/a_waiter's_subscription_follows_its_slot|TestShardSubsOnAStaleView",
@@ -861,14 +861,14 @@ var mutants = []mutant{
 	},
 	{
 		name:    "shard-subscriptions-share-a-pubsub-across-slots",
-		file:    "conn.go",
-		from:    "slot := hashSlot(channel) // the channel is in its key's slot",
-		to:      "slot := hashSlot(channel) % 3 // the channel is in its key's slot",
+		file:    "internal/master/conn.go",
+		from:    "slot := script.HashSlot(channel) // the channel is in its key's slot",
+		to:      "slot := script.HashSlot(channel) % 3 // the channel is in its key's slot",
 		killers: "TestClusterVotes/a_waiter's_subscriptions_survive_a_reconnect",
 	},
 	{
 		name:    "confirmations-not-recorded",
-		file:    "conn.go",
+		file:    "internal/master/conn.go",
 		from:    "\t\t\t\t\tss.confirmed[m.Channel] = true\n",
 		to:      "\n",
 		killers: "TestShardSubsUnsubscribeThenSubscribe",
@@ -938,14 +938,14 @@ var mutants = []mutant{
 	},
 	{
 		name:    "quiet-release-always-announced",
-		file:    "lua/release.lua",
+		file:    "internal/script/lua/release.lua",
 		from:    "(ARGV[4] ~= '1' or wanted(KEYS[2], cur))",
 		to:      "true",
 		killers: "TestAnUncontendedLockPublishesNothing",
 	},
 	{
 		name:    "quiet-release-ignores-the-mark",
-		file:    "lua/release.lua",
+		file:    "internal/script/lua/release.lua",
 		from:    "(ARGV[4] ~= '1' or wanted(KEYS[2], cur))",
 		to:      "ARGV[4] ~= '1'",
 		killers: "TestAQuietHoldersReleaseWakesAnotherClientsWaiter",
@@ -973,7 +973,7 @@ var mutants = []mutant{
 	},
 	{
 		name:    "subscription-never-pings",
-		file:    "conn.go",
+		file:    "internal/master/conn.go",
 		from:    "if heard.Swap(false) {",
 		to:      "if heard.Swap(false) || true {",
 		killers: "TestAWaiterWhoseSubscriptionsWentHalfOpenHearsAgain",
@@ -1050,7 +1050,7 @@ var mutants = []mutant{
 	},
 	{
 		name:    "multi-key-rollback-announces-every-key",
-		file:    "lua/release_multi.lua",
+		file:    "internal/script/lua/release_multi.lua",
 		from:    "  if not quiet or marked[i] then\n",
 		to:      "  if true then\n",
 		killers: "TestALateMajorityMultiKeyAttemptAnnouncesItsRollback",
@@ -1078,14 +1078,14 @@ var mutants = []mutant{
 	},
 	{
 		name:    "clean-up-queued-last",
-		file:    "pipe.go",
+		file:    "internal/master/pipe.go",
 		from:    "p.queue = slices.Insert(p.queue, 0, r)",
 		to:      "p.queue = append(p.queue, r)",
 		killers: "TestAWaitersNextAttemptFindsItsLastOnesTokenGone",
 	},
 	{
 		name:    "batch-sends-unknown-scripts-by-sha",
-		file:    "pipe.go",
+		file:    "internal/master/pipe.go",
 		from:    "\tp.withSources(reqs)\n",
 		to:      "",
 		killers: "TestAWaitersNextAttemptFindsItsLastOnesTokenGone",
@@ -1135,21 +1135,21 @@ var mutants = []mutant{
 	{
 		name:    "hand-off-announced-to-every-client",
 		file:    "handoff.go",
-		from:    "		announce.channel = handOffChannel(l.key, to.remote.client)",
-		to:      "		announce.channel = noticeChannel(l.key)",
+		from:    "		announce.Channel = script.HandOffChannel(l.key, to.remote.client)",
+		to:      "		announce.Channel = script.NoticeChannel(l.key)",
 		killers: "TestAHandOffIsHeardByItsRecipientAlone",
 	},
 	{
 		name:    "handed-channel-not-sharded-on-a-cluster",
 		file:    "waker.go",
-		from:    "channelOn(op.key, handedChannel(op.key, w.cfg.id), s.sharded)",
-		to:      "handedChannel(op.key, w.cfg.id)",
+		from:    "script.ChannelOn(op.key, script.HandedChannel(op.key, w.cfg.id), s.sharded)",
+		to:      "script.HandedChannel(op.key, w.cfg.id)",
 		killers: "TestClusterVotes/a_hand-off_to_another_Client's_waiter",
 	},
 	{
 		name:    "hand-off-to-an-earlier-version-on-its-handed-channel",
-		file:    "notice.go",
-		from:    "	if strings.HasSuffix(client, handedSuffix) {",
+		file:    "internal/script/notice.go",
+		from:    "	if strings.HasSuffix(client, HandedSuffix) {",
 		to:      "	if true {",
 		killers: "TestAHandOffToAClientOfAnEarlierVersionIsAnnouncedOnTheKeysChannel",
 	},
@@ -1162,7 +1162,7 @@ var mutants = []mutant{
 	},
 	{
 		name:    "close-withdraws-one-round-trip-at-a-time",
-		file:    "conn.go",
+		file:    "internal/master/conn.go",
 		from:    "				p.Publish(ctx, ch, messages[i])",
 		to:      "				g.c.Publish(ctx, ch, messages[i])",
 		killers: "TestCloseReleasesServedWantsOnlyOnceTheirWithdrawalsLanded",
@@ -1212,8 +1212,8 @@ var mutants = []mutant{
 	{
 		name:    "remote-hand-off-sets-less-than-the-wants-ttl",
 		file:    "handoff.go",
-		from:    "		announce = newNotice(handedNotice, l.key, to.remote.client, to.remote.token, 0)\n",
-		to:      "		announce = newNotice(handedNotice, l.key, to.remote.client, to.remote.token, 0)\n		nttl /= 4\n",
+		from:    "		announce = script.NewNotice(script.HandedNotice, l.key, to.remote.client, to.remote.token, 0)\n",
+		to:      "		announce = script.NewNotice(script.HandedNotice, l.key, to.remote.client, to.remote.token, 0)\n		nttl /= 4\n",
 		killers: "TestAWaiterCountsALostHandOffRoundsMaster",
 	},
 	{
@@ -1226,20 +1226,20 @@ var mutants = []mutant{
 	{
 		name:    "remote-hand-off-asks-masters-the-lock-does-not-hold",
 		file:    "handoff.go",
-		from:    "		skip = l.refusedNodes()\n",
-		to:      "		skip = make([]error, len(c.nodes))\n",
+		from:    "	skip := l.refusedNodes()\n",
+		to:      "	skip := make([]error, len(ho.nl.holds))\n",
 		killers: "TestAQuorumFirstLocksHandOffToAnotherClientSkipsItsReserves",
 	},
 	{
 		name:    "late-notice-while-held-leaves-an-unheard-master-out-of-unlock",
-		file:    "quorum.go",
+		file:    "hold.go",
 		from:    "	h.unheard = false\n	if !h.finishedLocked() {",
 		to:      "	if !h.finishedLocked() {",
 		killers: "TestAHandOffThatReachesAMasterWhileItsLockIsHeldIsReleasedByItsUnlock",
 	},
 	{
 		name:    "late-notice-while-held-leaves-a-refused-master-out-of-unlock",
-		file:    "quorum.go",
+		file:    "hold.go",
 		from:    "	h.mayHold = true\n	return true\n}",
 		to:      "	return h.mayHold\n}",
 		killers: "TestAHandOffThatLandsAfterAnExtendWasRefusedThereCountsInTheUnlock",
@@ -1253,7 +1253,7 @@ var mutants = []mutant{
 	},
 	{
 		name:    "extend-counts-an-unheard-master-as-a-refusal",
-		file:    "quorum.go",
+		file:    "hold.go",
 		from:    "	return h.reserved || h.finishedLocked() && !h.mayHold\n",
 		to:      "	return h.unheard || h.reserved || h.finishedLocked() && !h.mayHold\n",
 		killers: "TestAnExtendCountsAHandedLocksMasterItDidNotHear",
@@ -1261,7 +1261,7 @@ var mutants = []mutant{
 	{
 		name:    "extends-yes-leaves-an-unheard-master-out-of-unlock",
 		file:    "extend.go",
-		from:    "			h.tokenSeen()            // Unlock asks it (narrowHanded)\n",
+		from:    "		h.tokenSeen()            // Unlock asks it (narrowHanded)\n",
 		to:      "",
 		killers: "TestAnExtendCountsAHandedLocksMasterItDidNotHear",
 	},
@@ -1275,8 +1275,8 @@ var mutants = []mutant{
 	{
 		name:    "hand-off-leaves-an-unheard-master-out-when-it-must-count",
 		file:    "handoff.go",
-		from:    "		unheard, hedge = l.unlockReserves(nttl)\n",
-		to:      "		for i := range skip {\n			if l.unheardNodes()&(1<<i) != 0 {\n				skip[i] = ErrNodeRefused\n				nl.holds[i].finish(false, nil)\n				ho.calls.holds[i].finish(false, nil)\n			}\n		}\n",
+		from:    "		unheard, hedge = l.unlockReserves(ho.nttl)\n",
+		to:      "		for i := range skip {\n			if l.unheardNodes()&(1<<i) != 0 {\n				skip[i] = ErrNodeRefused\n				ho.nl.holds[i].finish(false, nil)\n				ho.calls.holds[i].finish(false, nil)\n			}\n		}\n",
 		killers: "TestTheUnlockOfAHandedLockAsksAnUnheardMasterWhenItMustCount/lost/handed_on",
 	},
 	{
@@ -1296,7 +1296,7 @@ var mutants = []mutant{
 	{
 		name:    "remote-hand-off-skips-an-unheard-master-an-extend-was-refused-on",
 		file:    "handoff.go",
-		from:    "				skip[i], err = nil, nil\n",
+		from:    "			skip[i], err = nil, nil\n",
 		to:      "",
 		killers: "TestAHandOffThatLandsUnheardAfterAnExtendWasRefusedThereCountsInTheUnlock",
 	},
@@ -1317,11 +1317,15 @@ func main() {
 	alone := flag.Bool("alone", false, "build every mutant alone, none in the shared build")
 	baseline := flag.Bool("baseline", false, "first run the shared build's killers with no mutant chosen: all must pass")
 	parallel := flag.Int("parallel", 2, "run this many mutants' tests side by side (they mostly wait on the masters)")
+	check := flag.Bool("check", false, "only check that every mutant applies (its from occurs once in its file); run no test")
 	flag.Parse()
 
 	root, err := moduleRoot()
 	if err != nil {
 		fail(err)
+	}
+	if *check {
+		os.Exit(checkApply(root))
 	}
 	var chosen []mutant
 	for _, m := range mutants {
@@ -1893,4 +1897,24 @@ func indent(s string) string { return "    " + strings.ReplaceAll(s, "\n", "\n  
 func fail(err error) {
 	fmt.Fprintln(os.Stderr, "mutants:", err)
 	os.Exit(2)
+}
+
+// checkApply reports each mutant whose from does not occur exactly once in
+// its file, and returns the exit status: 1 if any.
+func checkApply(root string) int {
+	status := 0
+	for _, m := range mutants {
+		src, err := os.ReadFile(filepath.Join(root, m.file))
+		if err != nil {
+			fmt.Printf("%-36s %v\n", m.name, err)
+			status = 1
+			continue
+		}
+		if n := strings.Count(string(src), m.from); n != 1 {
+			fmt.Printf("%-36s %s: from occurs %d times\n", m.name, m.file, n)
+			status = 1
+		}
+	}
+	fmt.Printf("%d mutants checked\n", len(mutants))
+	return status
 }

@@ -1,9 +1,12 @@
-// One master's client library, behind the small interface the lock logic
-// uses: run a script, publish, subscribe. go-redis v9 is the first
-// implementation; another client (rueidis, valkey-go) is adapted by
-// implementing conn and subscription, and nothing else.
-
-package redlock
+// Package master is how the library reaches one Redis master: its client
+// library behind the small interface the lock logic uses (Conn: run a
+// script, publish, subscribe; Reply; Subscription), and the per-master
+// auto-pipelining (Pipe) that batches script calls. go-redis v9 is the
+// first implementation (GoRedis); another client (rueidis, valkey-go) is
+// adapted by implementing Conn and Subscription, and nothing else. It
+// decides nothing about locks: it sends what it is given, under the
+// deadlines it is given.
+package master
 
 import (
 	"context"
@@ -15,11 +18,12 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redlock-go/redlock/internal/script"
 )
 
 // A reply is a master's answer to one command: an error, an integer, an
 // array or a string. go-redis's *redis.Cmd is one.
-type reply interface {
+type Reply interface {
 	Err() error
 	Val() any // int64, string, []any of those, or nil
 	Int64() (int64, error)
@@ -30,69 +34,69 @@ type reply interface {
 // A conn is one master as the lock logic reaches it. Its methods are safe
 // for concurrent use, and return when ctx ends at the latest (the library
 // enforces its own deadlines on top; see fanOut).
-type conn interface {
+type Conn interface {
 	// script runs a script command, EVALSHA's arguments (luaScript.evalsha),
 	// and runs the script's source with EVAL when the master does not know
 	// it (NOSCRIPT: restarted, or its script cache flushed).
-	script(ctx context.Context, args []any) reply
+	Script(ctx context.Context, args []any) Reply
 	// publish sends message on channel.
-	publish(ctx context.Context, channel, message string) error
+	Publish(ctx context.Context, channel, message string) error
 	// publishAll sends messages[i] on channels[i], for each i, in one
 	// round trip where the driver can (a pipeline), and returns the first
 	// error.
-	publishAll(ctx context.Context, channels, messages []string) error
+	PublishAll(ctx context.Context, channels, messages []string) error
 	// subscribe opens a pub/sub connection subscribed to nothing yet.
-	subscribe() subscription
+	Subscribe() Subscription
 	// cluster reports whether the master is a Redis Cluster, whose scripts
 	// may only touch one hash slot, and whose script PUBLISH counts only
 	// its own shard's subscribers.
-	cluster() bool
+	Cluster() bool
 }
 
 // A subscription is one pub/sub connection to a master. subscribe and
 // unsubscribe calls are made one at a time, in order (waker.send); run
 // delivers, in order, the master's confirmations and messages until close,
 // and re-subscribes a connection that broke to the channels it had.
-type subscription interface {
-	subscribe(ctx context.Context, channel string) error
-	unsubscribe(ctx context.Context, channel string) error
-	run(deliver func(subEvent))
-	close() error
+type Subscription interface {
+	Subscribe(ctx context.Context, channel string) error
+	Unsubscribe(ctx context.Context, channel string) error
+	Run(deliver func(SubEvent))
+	Close() error
 }
 
 // A subEvent is what a subscription delivers: a confirmation that channel
 // is subscribed (or unsubscribed), or a message on it.
-type subEvent struct {
-	kind    subKind
-	channel string
-	payload string // a message's
+type SubEvent struct {
+	Kind    subKind
+	Channel string
+	Payload string // a message's
 }
 
 type subKind int
 
 const (
-	subConfirmed subKind = iota
+	SubConfirmed subKind = iota
 	subEnded
-	subMessage
+	SubMessage
 )
 
 // goRedis is a conn over a go-redis v9 client: plain, Sentinel-managed,
 // cluster or ring. Batching (pipe.go) is go-redis's too: it sends a master's
 // queued requests as one go-redis pipeline.
-type goRedis struct{ c redis.UniversalClient }
+type GoRedis struct{ C redis.UniversalClient }
 
-func (g goRedis) script(ctx context.Context, args []any) reply { return runScript(ctx, g.c, args) }
+func (g GoRedis) Script(ctx context.Context, args []any) Reply { return Run(ctx, g.C, args) }
 
-func (g goRedis) publish(ctx context.Context, channel, message string) error {
-	if g.cluster() { // a shard channel (shardedChannel)
-		return g.c.SPublish(ctx, channel, message).Err()
+func (g GoRedis) Publish(ctx context.Context, channel, message string) error {
+	if g.Cluster() { // a shard channel (shardedChannel)
+		return g.C.SPublish(ctx, channel, message).Err()
 	}
-	return g.c.Publish(ctx, channel, message).Err()
+	return g.C.Publish(ctx, channel, message).Err()
 }
 
-func (g goRedis) publishAll(ctx context.Context, channels, messages []string) error {
-	cluster := g.cluster()
-	_, err := g.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+func (g GoRedis) PublishAll(ctx context.Context, channels, messages []string) error {
+	cluster := g.Cluster()
+	_, err := g.C.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, ch := range channels {
 			if cluster {
 				p.SPublish(ctx, ch, messages[i])
@@ -105,26 +109,26 @@ func (g goRedis) publishAll(ctx context.Context, channels, messages []string) er
 	return err
 }
 
-func (g goRedis) subscribe() subscription {
-	if cc, ok := g.c.(*redis.ClusterClient); ok {
+func (g GoRedis) Subscribe() Subscription {
+	if cc, ok := g.C.(*redis.ClusterClient); ok {
 		return newShardSubs(cc)
 	}
-	return goRedisSub{g.c.Subscribe(context.Background())}
+	return goRedisSub{g.C.Subscribe(context.Background())}
 }
 
-func (g goRedis) cluster() bool {
-	_, ok := g.c.(*redis.ClusterClient)
+func (g GoRedis) Cluster() bool {
+	_, ok := g.C.(*redis.ClusterClient)
 	return ok
 }
 
 // goRedisSub is a go-redis PubSub as a subscription.
 type goRedisSub struct{ ps *redis.PubSub }
 
-func (s goRedisSub) subscribe(ctx context.Context, channel string) error {
+func (s goRedisSub) Subscribe(ctx context.Context, channel string) error {
 	return s.ps.Subscribe(ctx, channel)
 }
 
-func (s goRedisSub) unsubscribe(ctx context.Context, channel string) error {
+func (s goRedisSub) Unsubscribe(ctx context.Context, channel string) error {
 	return s.ps.Unsubscribe(ctx, channel)
 }
 
@@ -138,7 +142,7 @@ func (s goRedisSub) unsubscribe(ctx context.Context, channel string) error {
 // when Receive fails on it; after two failures in a row, the loop waits
 // 100 ms between attempts. The health check stays, off the message path
 // (check).
-func (s goRedisSub) run(deliver func(subEvent)) {
+func (s goRedisSub) Run(deliver func(SubEvent)) {
 	var heard atomic.Bool
 	ctx, stop := context.WithCancel(context.Background()) // ends the check, and a PING on its way
 	var checker sync.WaitGroup
@@ -168,11 +172,11 @@ func (s goRedisSub) run(deliver func(subEvent)) {
 		case *redis.Subscription:
 			k := subEnded
 			if m.Kind == "subscribe" {
-				k = subConfirmed
+				k = SubConfirmed
 			}
-			deliver(subEvent{kind: k, channel: m.Channel})
+			deliver(SubEvent{Kind: k, Channel: m.Channel})
 		case *redis.Message:
-			deliver(subEvent{kind: subMessage, channel: m.Channel, payload: m.Payload})
+			deliver(SubEvent{Kind: SubMessage, Channel: m.Channel, Payload: m.Payload})
 		}
 	}
 }
@@ -211,7 +215,7 @@ func (s goRedisSub) check(ctx context.Context, heard *atomic.Bool) {
 	}
 }
 
-func (s goRedisSub) close() error { return s.ps.Close() }
+func (s goRedisSub) Close() error { return s.ps.Close() }
 
 // shardSubs subscribes to shard channels (SSUBSCRIBE) on a Redis Cluster:
 // one go-redis PubSub per hash slot of the channels wanted. A PubSub is
@@ -231,7 +235,7 @@ func (s goRedisSub) close() error { return s.ps.Close() }
 // until the master confirms.
 type shardSubs struct {
 	c      *redis.ClusterClient
-	events chan subEvent // every PubSub's, to run
+	events chan SubEvent // every PubSub's, to run
 	wg     sync.WaitGroup
 	stop   chan struct{} // closed by close: audit ends
 
@@ -257,7 +261,7 @@ const (
 )
 
 func newShardSubs(c *redis.ClusterClient) *shardSubs {
-	return &shardSubs{c: c, events: make(chan subEvent), stop: make(chan struct{}), slots: map[int]*slotSub{}}
+	return &shardSubs{c: c, events: make(chan SubEvent), stop: make(chan struct{}), slots: map[int]*slotSub{}}
 }
 
 // newSlotSub makes slot's PubSub for channels and registers the goroutine
@@ -292,8 +296,8 @@ func (s *shardSubs) open(ss *slotSub, slot int, channels []string) {
 	s.forward(ss, slot)
 }
 
-func (s *shardSubs) subscribe(ctx context.Context, channel string) error {
-	slot := hashSlot(channel) // the channel is in its key's slot
+func (s *shardSubs) Subscribe(ctx context.Context, channel string) error {
+	slot := script.HashSlot(channel) // the channel is in its key's slot
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -311,8 +315,8 @@ func (s *shardSubs) subscribe(ctx context.Context, channel string) error {
 	return ss.ps.SSubscribe(ctx, channel)
 }
 
-func (s *shardSubs) unsubscribe(ctx context.Context, channel string) error {
-	slot := hashSlot(channel)
+func (s *shardSubs) Unsubscribe(ctx context.Context, channel string) error {
+	slot := script.HashSlot(channel)
 	s.mu.Lock()
 	ss := s.slots[slot]
 	if ss == nil {
@@ -358,11 +362,11 @@ func (s *shardSubs) forward(ss *slotSub, slot int) {
 			s.mu.Unlock()
 			kind := subEnded
 			if on {
-				kind = subConfirmed
+				kind = SubConfirmed
 			}
-			s.events <- subEvent{kind: kind, channel: m.Channel}
+			s.events <- SubEvent{Kind: kind, Channel: m.Channel}
 		case *redis.Message:
-			s.events <- subEvent{kind: subMessage, channel: m.Channel, payload: m.Payload}
+			s.events <- SubEvent{Kind: SubMessage, Channel: m.Channel, Payload: m.Payload}
 		}
 	}
 }
@@ -415,13 +419,13 @@ func (s *shardSubs) audit() {
 	}
 }
 
-func (s *shardSubs) run(deliver func(subEvent)) {
+func (s *shardSubs) Run(deliver func(SubEvent)) {
 	for e := range s.events {
 		deliver(e)
 	}
 }
 
-func (s *shardSubs) close() error {
+func (s *shardSubs) Close() error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -438,4 +442,19 @@ func (s *shardSubs) close() error {
 	s.wg.Wait()
 	close(s.events)
 	return nil
+}
+
+// runScript sends a script command alone, and again as EVAL when the
+// master does not know the script (NOSCRIPT), as go-redis's Script.Run
+// does.
+func Run(ctx context.Context, c redis.UniversalClient, args []any) *redis.Cmd {
+	cmd := redis.NewCmd(ctx, args...)
+	_ = c.Process(ctx, cmd)
+	if isNoScript(cmd.Err()) {
+		if eval := script.AsEval(args); eval != nil {
+			cmd = redis.NewCmd(ctx, eval...)
+			_ = c.Process(ctx, cmd)
+		}
+	}
+	return cmd
 }

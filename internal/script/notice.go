@@ -3,7 +3,7 @@
 // channel for the key, a hand-off to one of its waiters; their channels and
 // format.
 
-package redlock
+package script
 
 import (
 	"strconv"
@@ -11,7 +11,7 @@ import (
 )
 
 const (
-	noticePrefix = "redlock:notices:"
+	NoticePrefix = "redlock:notices:"
 	handedInfix  = "handed:" // after noticePrefix, in a handedChannel
 	maxAge       = 1 << 16   // in a notice; more is not a notice of ours
 	maxWantTTL   = 1<<31 - 1 // in a wanted notice, in milliseconds (24 days)
@@ -19,7 +19,7 @@ const (
 
 // noticeChannel is the pub/sub channel on which key's releases and
 // acquisitions are announced.
-func noticeChannel(key string) string { return noticePrefix + key }
+func NoticeChannel(key string) string { return NoticePrefix + key }
 
 // handedChannel is the pub/sub channel on which a hand-off of key to a
 // waiter of the Client whose id is client is announced (wants.go): that
@@ -30,25 +30,25 @@ func noticeChannel(key string) string { return noticePrefix + key }
 // "handed:<client>:<key>", which no caller names (client is a Client's
 // random id), and the Client whose channel it is takes it for its own
 // (channelKey).
-func handedChannel(key, client string) string {
-	return noticePrefix + handedInfix + client + ":" + key
+func HandedChannel(key, client string) string {
+	return NoticePrefix + handedInfix + client + ":" + key
 }
 
 // handedSuffix ends the id of every Client that subscribes to its
 // handedChannels. A Client of an earlier version does not, and its waiters
 // hear of a hand-off only on the key's notice channel, as every Client did
 // then (handOffChannel).
-const handedSuffix = "+h"
+const HandedSuffix = "+h"
 
 // handOffChannel is the channel on which a hand-off of key to a waiter of
 // client is announced: client's handedChannel, or, for a Client of an
 // earlier version, key's notice channel, where the other Clients hear that
 // the want was served, since its Client does not withdraw it (wants.go).
-func handOffChannel(key, client string) string {
-	if strings.HasSuffix(client, handedSuffix) {
-		return handedChannel(key, client)
+func HandOffChannel(key, client string) string {
+	if strings.HasSuffix(client, HandedSuffix) {
+		return HandedChannel(key, client)
 	}
-	return noticeChannel(key)
+	return NoticeChannel(key)
 }
 
 // shardedChannel is key's notice channel on a Redis Cluster master: a shard
@@ -58,7 +58,7 @@ func handOffChannel(key, client string) string {
 // braces, then noticeChannel(key): a hash tag in front, and key whole after
 // it, so that channelKey finds key again. (Keys with a '}' but no hash tag
 // are refused where a vote is a cluster: slotless.)
-func shardedChannel(key string) string { return sharded(key, noticeChannel(key)) }
+func ShardedChannel(key string) string { return sharded(key, NoticeChannel(key)) }
 
 // sharded is the plain channel ch of key (its notice channel, or a
 // Client's handedChannel) as a shard channel in key's slot.
@@ -66,17 +66,17 @@ func sharded(key, ch string) string { return "{" + hashedPart(key) + "}" + ch }
 
 // noticeChannelOn is key's notice channel on a master: sharded on a Redis
 // Cluster, plain otherwise.
-func noticeChannelOn(key string, cluster bool) string {
+func NoticeChannelOn(key string, cluster bool) string {
 	if cluster {
-		return shardedChannel(key)
+		return ShardedChannel(key)
 	}
-	return noticeChannel(key)
+	return NoticeChannel(key)
 }
 
 // channelOn is key's plain channel ch (its notice channel, or a
 // handedChannel of it) on a master: a shard channel in key's slot on a
 // Redis Cluster, ch itself otherwise.
-func channelOn(key, ch string, cluster bool) string {
+func ChannelOn(key, ch string, cluster bool) string {
 	if !cluster {
 		return ch
 	}
@@ -86,7 +86,7 @@ func channelOn(key, ch string, cluster bool) string {
 // channelKey is the key whose notice channel, plain or sharded, channel is,
 // or whose handedChannel for the Client whose id is id (handed); ok is false
 // for any other channel.
-func channelKey(channel, id string) (key string, handed, ok bool) {
+func ChannelKey(channel, id string) (key string, handed, ok bool) {
 	if strings.HasPrefix(channel, "{") {
 		end := strings.IndexByte(channel, '}')
 		if end < 0 {
@@ -94,7 +94,7 @@ func channelKey(channel, id string) (key string, handed, ok bool) {
 		}
 		channel = channel[end+1:]
 	}
-	key, ok = strings.CutPrefix(channel, noticePrefix)
+	key, ok = strings.CutPrefix(channel, NoticePrefix)
 	if !ok {
 		return "", false, false
 	}
@@ -105,34 +105,34 @@ func channelKey(channel, id string) (key string, handed, ok bool) {
 }
 
 const (
-	acquiredNotice = "acquired" // a master gave the key to the token
-	releasedNotice = "released" // a master deleted the token's key
-	handedNotice   = "handed"   // a master replaced a valid holder's token with the client's waiter's (wants.go), on the client's handedChannel
-	wantedNotice   = "wanted"   // the client's waiter asks for the key for the token, for n milliseconds; 0: no more
+	AcquiredNotice = "acquired" // a master gave the key to the token
+	ReleasedNotice = "released" // a master deleted the token's key
+	HandedNotice   = "handed"   // a master replaced a valid holder's token with the client's waiter's (wants.go), on the client's handedChannel
+	WantedNotice   = "wanted"   // the client's waiter asks for the key for the token, for n milliseconds; 0: no more
 )
 
 // A notice is a message the scripts publish when they change the key, on
 // one of key's channels; the zero notice publishes nothing.
-type notice struct{ key, channel, message string }
+type Notice struct{ Key, Channel, Message string }
 
 // newNotice is the notice of kind about key and token, on behalf of the
 // Client whose id is client. n is, for a wanted notice, the TTL asked for,
 // in milliseconds; for the others, how many releases the acquiring waiter
 // had seen go to others (its age).
-func newNotice(kind, key, client, token string, n int) notice {
-	return notice{key, noticeChannel(key), kind + " " + client + " " + token + " " + strconv.Itoa(n)}
+func NewNotice(kind, key, client, token string, n int) Notice {
+	return Notice{key, NoticeChannel(key), kind + " " + client + " " + token + " " + strconv.Itoa(n)}
 }
 
 // parseNotice splits a notice; ok is false for anything else.
-func parseNotice(msg string) (kind, client, token string, n int, ok bool) {
+func ParseNotice(msg string) (kind, client, token string, n int, ok bool) {
 	f := strings.Fields(msg)
 	if len(f) != 4 {
 		return "", "", "", 0, false
 	}
 	limit := maxAge
 	switch f[0] {
-	case acquiredNotice, releasedNotice, handedNotice:
-	case wantedNotice:
+	case AcquiredNotice, ReleasedNotice, HandedNotice:
+	case WantedNotice:
 		limit = maxWantTTL
 	default:
 		return "", "", "", 0, false

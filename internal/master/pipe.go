@@ -1,7 +1,7 @@
 // Per-master auto-pipelining: the script calls queued for one master go out
 // together, as one go-redis pipeline, while the previous batch is on its way.
 
-package redlock
+package master
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redlock-go/redlock/internal/script"
 	"github.com/redlock-go/redlock/internal/workers"
 )
 
@@ -22,7 +23,7 @@ const DefaultBatchLimit = 128
 // maxStalledBatches caps the batches a master may have in flight when all
 // of them are past their requests' deadlines: a master that hangs costs at
 // most this many connections.
-const maxStalledBatches = 4
+const MaxStalledBatches = 4
 
 // A request is one script call on its way to a master.
 type request struct {
@@ -32,10 +33,10 @@ type request struct {
 	args []any // the script command's (evalsha's)
 	// send, when not nil, is asked just before the request goes out: false
 	// means the request is no longer wanted and is not sent (errNotSent).
-	send sendCheck
+	send SendCheck
 	// keep, when not zero, lets the request go out after its ctx's
 	// deadline passed (a release: see Client.keep).
-	keep lateSend
+	keep LateSend
 
 	cmd  *redis.Cmd    // the reply, or why there is none
 	done chan struct{} // receives once cmd is final; buffered, so requests are reused
@@ -45,7 +46,7 @@ type request struct {
 // A replyTo takes the reply of a request made with start, once, on the
 // goroutine that received it (or that dropped the request). It must not
 // block: the replies of the rest of the batch wait for it.
-type replyTo interface{ reply(cmd *redis.Cmd) }
+type replyTo interface{ Reply(cmd *redis.Cmd) }
 
 // requests are reused: a request and its channel cost allocations on every
 // call to every master.
@@ -54,10 +55,10 @@ var requests = sync.Pool{New: func() any { return &request{done: make(chan struc
 // A sendCheck says, just before a request goes out, whether it is still
 // wanted: a *hold, whose acquisition may have given the node up meanwhile.
 // (An interface, not a func: a method value is an allocation per call.)
-type sendCheck interface{ send() bool }
+type SendCheck interface{ Send() bool }
 
 // errNotSent is a request's error when its send check said no.
-var errNotSent = errors.New("redlock: request not sent: no longer wanted")
+var ErrNotSent = errors.New("redlock: request not sent: no longer wanted")
 
 // finish makes r's reply final, with err when not nil; r belongs to its
 // caller again, or, when it was started, the reply goes to r.to and r back
@@ -71,7 +72,7 @@ func (r *request) finish(err error) {
 		cmd := r.cmd
 		*r = request{done: r.done}
 		requests.Put(r)
-		to.reply(cmd)
+		to.Reply(cmd)
 		return
 	}
 	r.done <- struct{}{}
@@ -82,7 +83,7 @@ func (r *request) finish(err error) {
 // and only its deadline passed, before keep.
 func (r *request) unsent(now time.Time) error {
 	err := r.ctx.Err()
-	if err == nil || (now.Before(r.keep.until) && errors.Is(err, context.DeadlineExceeded)) {
+	if err == nil || (now.Before(r.keep.Until) && errors.Is(err, context.DeadlineExceeded)) {
 		return nil
 	}
 	return err
@@ -92,32 +93,22 @@ func (r *request) unsent(now time.Time) error {
 // deadline, or keep once that passed; false when it has neither.
 func (r *request) sendBy(now time.Time) (time.Time, bool) {
 	d, ok := r.ctx.Deadline()
-	if ok && !now.Before(d) && !r.keep.until.IsZero() {
-		return r.keep.until, true
+	if ok && !now.Before(d) && !r.keep.Until.IsZero() {
+		return r.keep.Until, true
 	}
 	return d, ok
 }
 
 // A lateSend lets a request go out after its ctx's deadline passed, until
 // until, with wait to be answered once it goes; zero, it does not.
-type lateSend struct {
-	until time.Time
-	wait  time.Duration
-}
-
-// keep is the lateSend of a release of a lock of ttl: a delete sent late
-// still deletes our token alone, and is worth sending until the key would
-// expire anyway (ttl from now bounds that: every request that set it ran
-// before now), with a node deadline of its own once it goes. Dropped at its
-// node deadline, behind stalled batches or a slow sender, it would leave
-// the key on that master for its whole TTL.
-func (c *Client) keep(ttl time.Duration) lateSend {
-	return lateSend{until: time.Now().Add(ttl), wait: c.nodeTimeout(ttl)}
+type LateSend struct {
+	Until time.Time
+	Wait  time.Duration
 }
 
 // late reports whether r goes out after its ctx's deadline, kept; its ctx
 // is then done, and it is sent with a deadline of its own: now + keep.wait.
-func (r *request) late() bool { return !r.keep.until.IsZero() && r.ctx.Err() != nil }
+func (r *request) late() bool { return !r.keep.Until.IsZero() && r.ctx.Err() != nil }
 
 // A pipe sends one master's requests. A request that finds the pipe idle
 // goes out at once, alone; those that arrive while a batch is on its way
@@ -147,7 +138,7 @@ func (r *request) late() bool { return !r.keep.until.IsZero() && r.ctx.Err() != 
 // extension or a hand-off finds the key as it left it). A release run again
 // after it deleted the key answers "not ours", and that master counts as
 // failed for its Unlock: an error that overstates, never a key left behind.
-type pipe struct {
+type Pipe struct {
 	client redis.UniversalClient
 	limit  int
 	bg     *sync.WaitGroup    // the Client's: a sender runs only for a registered request
@@ -163,6 +154,20 @@ type pipe struct {
 	sent    map[any]bool // the scripts (SHA1) a batch sent with their source (withSources)
 }
 
+// newPipe returns the pipe of the master that client reaches, sending at
+// most limit requests per batch; a sender runs only for a request
+// registered in bg, on a goroutine that spawn starts.
+func NewPipe(client redis.UniversalClient, limit int, bg *sync.WaitGroup, spawn func(workers.Task)) *Pipe {
+	return &Pipe{client: client, limit: limit, bg: bg, spawn: spawn}
+}
+
+// queued reports how many requests wait for a batch.
+func (p *Pipe) Queued() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.queue)
+}
+
 // A batch is the requests one sender has sent in one pipeline.
 type batch struct {
 	stalled bool // guarded by the pipe's mu
@@ -176,7 +181,7 @@ var batches = sync.Pool{New: func() any { return new(batch) }}
 // do runs a script command (evalsha's arguments) on the master through the
 // pipe and returns its reply.
 // When the pipe is idle, the calling goroutine sends the batch itself.
-func (p *pipe) do(ctx context.Context, send sendCheck, keep lateSend, args []any) *redis.Cmd {
+func (p *Pipe) Do(ctx context.Context, send SendCheck, keep LateSend, args []any) *redis.Cmd {
 	r, start := p.enqueue(ctx, send, keep, args, nil, false)
 	if start {
 		p.serve()
@@ -192,7 +197,7 @@ func (p *pipe) do(ctx context.Context, send sendCheck, keep lateSend, args []any
 // returns at once; to takes its reply (see replyTo). When the pipe is idle,
 // a worker sends it. The caller must be registered in the Client's bg until
 // to has the reply.
-func (p *pipe) start(ctx context.Context, send sendCheck, keep lateSend, args []any, to replyTo) {
+func (p *Pipe) Start(ctx context.Context, send SendCheck, keep LateSend, args []any, to replyTo) {
 	if _, start := p.enqueue(ctx, send, keep, args, to, false); start {
 		p.spawn(p)
 	}
@@ -200,7 +205,7 @@ func (p *pipe) start(ctx context.Context, send sendCheck, keep lateSend, args []
 
 // startFirst is start for a clean-up (Client.releaseNodeArgs): the request
 // goes ahead of every request queued, behind only the batches on their way.
-func (p *pipe) startFirst(ctx context.Context, keep lateSend, args []any, to replyTo) {
+func (p *Pipe) StartFirst(ctx context.Context, keep LateSend, args []any, to replyTo) {
 	if _, start := p.enqueue(ctx, nil, keep, args, to, true); start {
 		p.spawn(p)
 	}
@@ -208,7 +213,7 @@ func (p *pipe) startFirst(ctx context.Context, keep lateSend, args []any, to rep
 
 // enqueue queues a request, last or first, and reports whether the caller
 // must start a sender for it (mayStart).
-func (p *pipe) enqueue(ctx context.Context, send sendCheck, keep lateSend, args []any, to replyTo, first bool) (r *request, start bool) {
+func (p *Pipe) enqueue(ctx context.Context, send SendCheck, keep LateSend, args []any, to replyTo, first bool) (r *request, start bool) {
 	r = requests.Get().(*request)
 	r.ctx, r.args, r.send, r.keep, r.to = ctx, args, send, keep, to
 	p.mu.Lock()
@@ -227,7 +232,7 @@ func (p *pipe) enqueue(ctx context.Context, send sendCheck, keep lateSend, args 
 
 // serve sends one batch in the calling goroutine, then leaves whatever
 // queued meanwhile to a sender goroutine: the caller's own reply is in.
-func (p *pipe) serve() {
+func (p *Pipe) serve() {
 	if !p.sendNext() {
 		p.bg.Done()
 		return
@@ -247,7 +252,7 @@ func (p *pipe) serve() {
 
 // wait sets the pipe's timer so that r, queued behind a batch, goes out
 // within half of the time it has left. Called with mu held.
-func (p *pipe) wait(r *request, now time.Time) {
+func (p *Pipe) wait(r *request, now time.Time) {
 	d, ok := r.sendBy(now)
 	if !ok {
 		return
@@ -257,7 +262,7 @@ func (p *pipe) wait(r *request, now time.Time) {
 
 // arm sets the pipe's timer to due unless it is set earlier already. Called
 // with mu held.
-func (p *pipe) arm(due, now time.Time) {
+func (p *Pipe) arm(due, now time.Time) {
 	if !p.due.IsZero() && !due.Before(p.due) {
 		return
 	}
@@ -277,8 +282,8 @@ const sweepGrain = time.Millisecond
 // mayStart reports whether a new sender must start for the queue, and
 // counts it: when every sender is waiting on a stalled batch. Called with
 // mu held.
-func (p *pipe) mayStart() bool {
-	if len(p.queue) == 0 || p.senders > p.stalled || p.senders >= maxStalledBatches {
+func (p *Pipe) mayStart() bool {
+	if len(p.queue) == 0 || p.senders > p.stalled || p.senders >= MaxStalledBatches {
 		return false
 	}
 	p.senders++
@@ -288,7 +293,7 @@ func (p *pipe) mayStart() bool {
 
 // run sends batches until the queue is empty. A pipe is the task its
 // workers run (no method value to allocate for each start).
-func (p *pipe) Run() {
+func (p *Pipe) Run() {
 	defer p.bg.Done()
 	for p.sendNext() {
 	}
@@ -296,7 +301,7 @@ func (p *pipe) Run() {
 
 // sendNext sends the next batch; false when its sender stops: the queue was
 // empty, or it gave way to another sender (done).
-func (p *pipe) sendNext() bool {
+func (p *Pipe) sendNext() bool {
 	b := p.take()
 	if b == nil {
 		return false
@@ -307,7 +312,7 @@ func (p *pipe) sendNext() bool {
 
 // take removes the next batch of requests from the queue; nil, and the
 // sender stops, when it is empty.
-func (p *pipe) take() *batch {
+func (p *Pipe) take() *batch {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if len(p.queue) == 0 {
@@ -339,7 +344,7 @@ func (p *pipe) take() *batch {
 // done records that b's replies are in, and reports whether its sender goes
 // on with the queue: not when b stalled and another sender took over, so
 // that batches go out one at a time again.
-func (p *pipe) done(b *batch) bool {
+func (p *Pipe) done(b *batch) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.out = slices.DeleteFunc(p.out, func(o *batch) bool { return o == b })
@@ -360,7 +365,7 @@ func (p *pipe) done(b *batch) bool {
 
 // send sends the requests still wanted as one pipeline and finishes every
 // request.
-func (p *pipe) send(reqs []*request) {
+func (p *Pipe) send(reqs []*request) {
 	live := reqs[:0]
 	var latest time.Time
 	now := time.Now()
@@ -369,14 +374,14 @@ func (p *pipe) send(reqs []*request) {
 			r.finish(err)
 			continue
 		}
-		if r.send != nil && !r.send.send() {
-			r.finish(errNotSent)
+		if r.send != nil && !r.send.Send() {
+			r.finish(ErrNotSent)
 			continue
 		}
 		live = append(live, r)
 		d, ok := r.ctx.Deadline()
 		if r.late() {
-			d, ok = now.Add(r.keep.wait), true
+			d, ok = now.Add(r.keep.Wait), true
 		}
 		if ok && d.After(latest) {
 			latest = d
@@ -394,7 +399,7 @@ func (p *pipe) send(reqs []*request) {
 		ctx = live[0].ctx
 		if live[0].late() {
 			var cancel context.CancelFunc
-			ctx, cancel = context.WithDeadline(context.WithoutCancel(ctx), now.Add(live[0].keep.wait))
+			ctx, cancel = context.WithDeadline(context.WithoutCancel(ctx), now.Add(live[0].keep.Wait))
 			defer cancel()
 		}
 	} else if !latest.IsZero() {
@@ -407,10 +412,10 @@ func (p *pipe) send(reqs []*request) {
 
 // exec runs the requests as one pipeline, and those the master did not know
 // the script of again with the script's source, then finishes them all.
-func (p *pipe) exec(ctx context.Context, reqs []*request) {
+func (p *Pipe) exec(ctx context.Context, reqs []*request) {
 	if len(reqs) == 1 { // a lone request: a plain command costs less
 		r := reqs[0]
-		r.cmd = runScript(ctx, p.client, r.args)
+		r.cmd = Run(ctx, p.client, r.args)
 		r.finish(nil)
 		return
 	}
@@ -424,7 +429,7 @@ func (p *pipe) exec(ctx context.Context, reqs []*request) {
 	var again []*request
 	for _, r := range reqs {
 		if isNoScript(r.cmd.Err()) {
-			if eval := asEval(r.args); eval != nil {
+			if eval := script.AsEval(r.args); eval != nil {
 				r.args = eval
 				again = append(again, r)
 				continue
@@ -458,14 +463,14 @@ func (p *pipe) exec(ctx context.Context, reqs []*request) {
 // side, saw it). Once a master has run a script's source, it knows the
 // script until it restarts or its script cache is flushed; then NOSCRIPT
 // and the run again are left (rare).
-func (p *pipe) withSources(reqs []*request) {
+func (p *Pipe) withSources(reqs []*request) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, r := range reqs {
 		if len(r.args) < 2 || r.args[0] != "evalsha" || p.sent[r.args[1]] {
 			continue
 		}
-		if eval := asEval(r.args); eval != nil {
+		if eval := script.AsEval(r.args); eval != nil {
 			if p.sent == nil {
 				p.sent = map[any]bool{}
 			}
@@ -479,7 +484,7 @@ func (p *pipe) withSources(reqs []*request) {
 // the batches on their way as stalled and starts another sender for the
 // queue. It drops the queued requests whose deadline passed too, which
 // would not be sent anyway.
-func (p *pipe) stall() {
+func (p *Pipe) stall() {
 	p.mu.Lock()
 	now := time.Now()
 	if p.due.IsZero() || now.Before(p.due) {

@@ -1,0 +1,119 @@
+package master
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redlock-go/redlock/internal/redistest"
+	"github.com/redlock-go/redlock/internal/script"
+)
+
+var bg = context.Background()
+
+// shardOf is which of shards equal slot ranges (redistest.StartCluster's)
+// serves slot.
+func shardOf(slot, shards int) int {
+	for i := range shards {
+		if slot <= (i+1)*16384/shards-1 {
+			return i
+		}
+	}
+	return shards - 1
+}
+
+// within runs f and fails the test if it has not returned after limit.
+func within[T any](t *testing.T, limit time.Duration, what string, f func() T) T {
+	t.Helper()
+	done := make(chan T, 1)
+	go func() { done <- f() }()
+	select {
+	case v := <-done:
+		return v
+	case <-time.After(limit):
+		t.Fatalf("%s did not return within %v", what, limit)
+		panic("unreachable")
+	}
+}
+
+// TestShardSubsUnsubscribeThenSubscribe: a channel unsubscribed and at once
+// subscribed again stays subscribed: the reply to the unsubscribe, which
+// comes after, is the Client's own, not a slot that moved.
+func TestShardSubsUnsubscribeThenSubscribe(t *testing.T) {
+	cl := redistest.StartCluster(t, 3)
+	s := newShardSubs(cl.Client())
+	events := make(chan SubEvent, 16)
+	go s.Run(func(e SubEvent) { events <- e })
+	defer s.Close()
+	a, b := script.ShardedChannel("{t}a"), script.ShardedChannel("{t}b") // one slot, one PubSub
+	expect := func(kind subKind, channel string) {
+		t.Helper()
+		select {
+		case e := <-events:
+			if e.Kind != kind || e.Channel != channel {
+				t.Fatalf("event %+v, want kind %d on %q", e, kind, channel)
+			}
+		case <-time.After(redistest.Scaled(5 * time.Second)):
+			t.Fatalf("no event (want kind %d on %q)", kind, channel)
+		}
+	}
+	for _, ch := range []string{a, b} {
+		if err := s.Subscribe(bg, ch); err != nil {
+			t.Fatal(err)
+		}
+		expect(SubConfirmed, ch)
+	}
+	if err := s.Unsubscribe(bg, a); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Subscribe(bg, a); err != nil {
+		t.Fatal(err)
+	}
+	expect(subEnded, a)
+	expect(SubConfirmed, a)
+	s.mu.Lock()
+	confirmed := s.slots[script.HashSlot(a)].confirmed[a]
+	s.mu.Unlock()
+	if !confirmed {
+		t.Fatal("the subscription is not recorded as confirmed")
+	}
+	master := cl.Masters[shardOf(script.HashSlot(a), 3)].Client(nil)
+	defer master.Close()
+	if v, err := master.Do(bg, "PUBSUB", "SHARDNUMSUB", a).Slice(); err != nil || len(v) != 2 || v[1] != int64(1) {
+		t.Fatalf("PUBSUB SHARDNUMSUB %s = %v (%v), want 1", a, v, err)
+	}
+}
+
+// TestShardSubsOnAStaleView: a slot moved before the cluster client
+// learned of it, so the first SSUBSCRIBE goes to a master that no
+// longer serves the slot, which refuses it (MOVED), and go-redis follows no
+// redirection on a PubSub. The subscription is unconfirmed, and audit makes
+// it again where the slot is now.
+func TestShardSubsOnAStaleView(t *testing.T) {
+	cl := redistest.StartCluster(t, 3)
+	cc := cl.Client()
+	if err := cc.Ping(bg).Err(); err != nil { // its view of the slots, before the moves
+		t.Fatal(err)
+	}
+	ch := script.ShardedChannel("stale")
+	slot := script.HashSlot(ch)
+	home := shardOf(slot, 3)
+	cl.MigrateSlot(slot, (home+1)%3)
+	s := newShardSubs(cc)
+	go s.Run(func(SubEvent) {})
+	defer s.Close()
+	if err := s.Subscribe(bg, ch); err != nil {
+		t.Fatal(err)
+	}
+	owner := cl.Masters[(home+1)%3].Client(nil)
+	defer owner.Close()
+	within(t, redistest.Scaled(10*time.Second), "the subscription on the slot's master", func() bool {
+		for {
+			v, err := owner.Do(bg, "PUBSUB", "SHARDNUMSUB", ch).Slice()
+			if err == nil && len(v) == 2 && v[1] == int64(1) {
+				return true
+			}
+			time.Sleep(10 * time.Millisecond) // no signal for a subscription made elsewhere
+		}
+	})
+}

@@ -1,0 +1,5 @@
+//go:build race
+
+package redistest
+
+const raceEnabled = true
