@@ -47,6 +47,7 @@ type mutant struct {
 	file     string // relative to the module root
 	from, to string // from must occur exactly once in file
 	killers  string // go test -run pattern; with a slash, a subtest's pattern as go test takes it
+	pkg      string // the directory of the package whose tests are the killers, relative to the module root; "": the root package
 }
 
 var mutants = []mutant{
@@ -850,7 +851,8 @@ var mutants = []mutant{
 		file:    "internal/master/conn.go",
 		from:    "if !ss.confirmed[ch] && now.Sub(at) > confirmWithin {",
 		to:      "if false && !ss.confirmed[ch] && now.Sub(at) > confirmWithin {",
-		killers: "TestClusterVotes/a_waiter's_subscription_follows_its_slot|TestShardSubsOnAStaleView",
+		killers: "TestShardSubsOnAStaleView",
+		pkg:     "internal/master",
 	},
 	{
 		name:    "cluster-scripts-publish-on-plain-channels",
@@ -872,6 +874,7 @@ var mutants = []mutant{
 		from:    "\t\t\t\t\tss.confirmed[m.Channel] = true\n",
 		to:      "\n",
 		killers: "TestShardSubsUnsubscribeThenSubscribe",
+		pkg:     "internal/master",
 	},
 	{
 		name:    "late-subscriber-never-tries-again",
@@ -1531,6 +1534,7 @@ func (b *build) run(out io.Writer, timeout time.Duration, generator int, seed st
 type build struct {
 	m               mutant
 	dir, bin        string
+	runDir          string // the killers' package directory: where the binary runs
 	verdict, detail string
 	note            string        // on how it was built
 	took, ran       time.Duration // building it; running its tests
@@ -1544,7 +1548,7 @@ type build struct {
 func buildShared(root string, chosen []mutant, timeout time.Duration) (*build, map[int]bool) {
 	start := time.Now()
 	dir, in, err := schemata(root, chosen)
-	b := &build{dir: dir, shared: true}
+	b := &build{dir: dir, runDir: dir, shared: true}
 	if err == nil && len(in) > 0 {
 		var out []byte
 		b.bin, out, err = buildSchemata(dir, timeout)
@@ -1576,6 +1580,7 @@ func prepare(root string, m mutant, timeout time.Duration, generator bool) *buil
 		return b
 	}
 	b.dir, b.bin = dir, filepath.Join(dir, "mutant.test")
+	b.runDir = filepath.Join(dir, m.pkg)
 	if err := copyModule(root, dir); err != nil {
 		b.verdict, b.detail = "ERROR", err.Error()
 		return b
@@ -1596,14 +1601,14 @@ func prepare(root string, m mutant, timeout time.Duration, generator bool) *buil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	compile := func() ([]byte, error) { return compileTests(ctx, dir, b.bin) }
+	compile := func() ([]byte, error) { return compileTests(ctx, b.runDir, b.bin) }
 	// Builds set the pace of the table, and most of a build is the tests
 	// that will not run: the copy keeps only its killers.
 	keep := killerNames(m.killers)
 	if keep != nil && generator {
 		keep = append(keep, "TestChaos")
 	}
-	saved, err := pruneTests(dir, keep)
+	saved, err := pruneTests(b.runDir, keep)
 	if err != nil {
 		b.verdict, b.detail = "ERROR", err.Error()
 		return b
@@ -1802,7 +1807,7 @@ func (b *build) try(run string, extra []string, timeout time.Duration) (verdict,
 	ctx, cancel := context.WithTimeout(context.Background(), timeout+time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, b.bin, args...)
-	cmd.Dir = b.dir // where go test runs it: the package's directory
+	cmd.Dir = b.runDir // where go test runs it: the package's directory
 	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.CombinedOutput()
 	switch {

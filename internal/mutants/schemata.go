@@ -57,12 +57,12 @@ func schemata(root string, ms []mutant) (dir string, in map[int]bool, err error)
 	}
 	byFile := map[string][]int{}
 	for i, m := range ms {
-		if strings.HasSuffix(m.file, ".go") && !strings.HasSuffix(m.file, "_test.go") && !strings.Contains(m.file, "/") {
+		if m.pkg == "" && strings.HasSuffix(m.file, ".go") && !strings.HasSuffix(m.file, "_test.go") {
 			byFile[m.file] = append(byFile[m.file], i)
 		}
 	}
 	in = map[int]bool{}
-	pkg := ""
+	pkgs := map[string]string{} // directory → package name, of the files with copies
 	for file, idx := range byFile {
 		path := filepath.Join(dir, file)
 		src, err := os.ReadFile(path)
@@ -74,7 +74,7 @@ func schemata(root string, ms []mutant) (dir string, in map[int]bool, err error)
 		if err != nil {
 			return dir, nil, err
 		}
-		pkg = f.Name.Name
+		pkg := f.Name.Name
 		var edits []edit
 		var copies []string
 		type names struct {
@@ -120,11 +120,20 @@ func schemata(root string, ms []mutant) (dir string, in map[int]bool, err error)
 		if err := os.WriteFile(path, []byte(out), 0o644); err != nil {
 			return dir, nil, err
 		}
+		pkgs[filepath.Dir(file)] = pkg
 	}
-	if len(in) == 0 {
-		return dir, in, nil
+	for d, pkg := range pkgs {
+		if err := os.WriteFile(filepath.Join(dir, d, "zz_mutant_schemata.go"), []byte(chooser(pkg)), 0o644); err != nil {
+			return dir, nil, err
+		}
 	}
-	chooser := fmt.Sprintf(`package %s
+	return dir, in, nil
+}
+
+// chooser is the file that declares, in package pkg, the mutant the
+// environment chose: each package with mutants in the shared build has one.
+func chooser(pkg string) string {
+	return fmt.Sprintf(`package %s
 
 import (
 	"os"
@@ -140,7 +149,6 @@ var zzMutant = func() int {
 	return n
 }()
 `, pkg, schemataEnv, schemataEnv)
-	return dir, in, os.WriteFile(filepath.Join(dir, "zz_mutant_schemata.go"), []byte(chooser), 0o644)
 }
 
 // enclosingFunc returns f's top-level function whose body holds
