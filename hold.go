@@ -6,8 +6,10 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // A hold is one node's part in one lock: the state of its acquire call, so
@@ -258,4 +260,94 @@ func (h *hold) await(ctx context.Context) error {
 		return ErrNodeRefused
 	}
 	return nil
+}
+
+// refusedNodes marks the nodes that refused the lock when it was taken:
+// Extend and Unlock need not ask them, and count them as refusals.
+func (l *Lock) refusedNodes() []error {
+	skip := make([]error, len(l.holds))
+	for i, h := range l.holds {
+		if h.refused() {
+			skip[i] = ErrNodeRefused
+		}
+	}
+	return skip
+}
+
+// unheardNodes are, a bit per node, the nodes of a lock taken on a
+// hand-off's notices that none came from (Client.narrowHanded): Unlock's
+// rounds hold them back (fanOutQuorumFirst's reserve), asking them only
+// when the others cannot decide the round alone; the sweep of the nodes
+// never heard releases our token on those never asked. (Left out
+// altogether, they made an Unlock report a lock held on a majority as not
+// held when one heard master failed and our token was on an unheard one,
+// whose notices this Client missed: an adversary review.)
+func (l *Lock) unheardNodes() (mask uint64) {
+	for i, h := range l.holds {
+		if h.isUnheard() {
+			mask |= 1 << i
+		}
+	}
+	return mask
+}
+
+// unlockReserves are the reserves of one of Unlock's rounds (unheardNodes)
+// and how long the round waits for the other nodes before it asks them
+// (hedgeAfter; ttl is the round's): three of the Client's usual rounds.
+// None until the Client has timed a round: half the node deadline would
+// leave a reserve asked then too little of its own (an adversary review: a
+// heard master hung and an unheard one answering in 600 ms of a 1 s node
+// deadline, the Unlock reported a lock held on a majority as not held).
+// None either when the validity left is less than twice the hedge, since
+// the round counts only if decided within it (a second review: with two
+// heard masters hung, an Unlock 100 ms before the end waited out a 125 ms
+// hedge). A reserve still gets the node deadline less the hedge to answer.
+func (l *Lock) unlockReserves(ttl time.Duration) (reserve uint64, hedge time.Duration) {
+	if reserve = l.unheardNodes(); reserve == 0 || l.c.usualRound.Load() == 0 {
+		return 0, 0
+	}
+	hedge = l.c.hedgeAfter(ttl)
+	l.mu.Lock()
+	left := time.Until(l.until)
+	l.mu.Unlock()
+	if left < 2*hedge {
+		return 0, 0
+	}
+	return reserve, hedge
+}
+
+// giveUpReserves gives up the nodes the acquisition never asked
+// (quorumfirst.go), and ends the asking of those to take again, so that no
+// Extend asks them after Unlock began.
+func (l *Lock) giveUpReserves() {
+	if !l.widens {
+		return // no hold to give up: nothing on Unlock's path by default
+	}
+	for _, h := range l.holds {
+		h.giveUpReserved()
+	}
+}
+
+// extendSkips is refusedNodes for Extend, which asks the nodes the
+// acquisition never asked, or where the key may be missing, to take the
+// key (quorumfirst.go), when it lengthens the lock.
+func (l *Lock) extendSkips(lengthens bool) (skip []error, widen bool) {
+	skip = l.refusedNodes()
+	if !l.widens || !lengthens {
+		return skip, false
+	}
+	for i, h := range l.holds {
+		if h.askable() {
+			skip[i], widen = nil, true
+		}
+	}
+	return skip, widen
+}
+
+// refusalAsVote turns ErrNodeRefused into a no vote (false, nil) for fanOut.
+func refusalAsVote(err error) error {
+	if errors.Is(err, ErrNodeRefused) {
+		return nil
+	}
+	return err
 }
