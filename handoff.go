@@ -12,6 +12,7 @@ import (
 
 	"github.com/redlock-go/redlock/internal/master"
 	"github.com/redlock-go/redlock/internal/script"
+	"github.com/redlock-go/redlock/internal/wait"
 )
 
 // recipient picks who Unlock hands the lock to, claiming it: the waiter
@@ -29,7 +30,7 @@ func (l *Lock) recipient(u unlocking) recipient {
 	}
 	var since time.Time // when the next local waiter queued; zero: none
 	if u.hasTurn {
-		since, _ = c.turns.headSince(l.key)
+		since, _ = c.turns.HeadSince(l.key)
 	}
 	if !c.cfg.test.noRemoteHandOff {
 		if w := c.wk.claimWant(l.key, since); w != nil {
@@ -37,7 +38,7 @@ func (l *Lock) recipient(u unlocking) recipient {
 		}
 	}
 	if !since.IsZero() && (!c.wk.othersSeen(l.key) || c.wk.wantsKnown(l.key)) {
-		if next := c.turns.claim(l.key); next != nil {
+		if next := c.turns.Claim(l.key); next != nil {
 			return recipient{local: next}
 		}
 	}
@@ -99,7 +100,7 @@ func (hc *handOffCalls) outcome(ctx context.Context, i int) (yes bool, err error
 // waiter, or a waiter of another Client that asked for the key (wants.go).
 // The zero recipient is nobody.
 type recipient struct {
-	local  *turnWaiter[Lock]
+	local  *wait.Waiter[Lock]
 	remote *want
 }
 
@@ -107,7 +108,7 @@ func (to recipient) ttl() time.Duration {
 	if to.remote != nil {
 		return to.remote.ttl
 	}
-	return to.local.ttl
+	return to.local.TTL
 }
 
 // handOff gives the lock to a recipient in one round instead of a release
@@ -253,15 +254,15 @@ func (ho *handOffRound) endRemote(r *round, to *want) handOffResult {
 
 // endLocal ends a decided hand-off to one of our own waiters: won, the
 // waiter is served the new lock; lost, the new lock is abandoned.
-func (ho *handOffRound) endLocal(r *round, to *turnWaiter[Lock]) handOffResult {
+func (ho *handOffRound) endLocal(r *round, to *wait.Waiter[Lock]) handOffResult {
 	c, nl := ho.l.c, ho.nl
 	if !nl.won(r) {
 		nl.abandon(ho.nttl)
 		return handOffResult{decided: r.decided, lost: ho.calls}
 	}
 	ho.cleanUp()
-	nl.passTurnAtEnd(c.turns.passer(ho.l.key))
-	to.serve(nl)
+	nl.passTurnAtEnd(c.turns.Passer(ho.l.key))
+	to.Serve(nl)
 	c.cfg.test.handOffs.Add(1)
 	return handOffResult{handed: true, decided: r.decided}
 }

@@ -342,14 +342,7 @@ func queued(t *testing.T, c *Client, key string, n int) {
 	t.Helper()
 	within(t, scaled(5*time.Second), "queueing", func() bool {
 		for {
-			c.turns.mu.Lock()
-			q := c.turns.q[key]
-			got := 0
-			if q != nil {
-				got = len(q.waiters)
-			}
-			c.turns.mu.Unlock()
-			if got >= n {
+			if c.turns.Waiting(key) >= n {
 				return true
 			}
 			time.Sleep(time.Millisecond) // the queue has no signal for tests

@@ -16,6 +16,7 @@ import (
 
 	"github.com/redlock-go/redlock/internal/master"
 	"github.com/redlock-go/redlock/internal/script"
+	"github.com/redlock-go/redlock/internal/wait"
 	"github.com/redlock-go/redlock/internal/workers"
 )
 
@@ -40,9 +41,9 @@ type Client struct {
 
 	anyCluster bool // a vote is a Redis Cluster: keys must share a slot with the library's keys (checkKey)
 
-	id    string       // tells this Client's notices from others'
-	turns *turns[Lock] // per-key FIFO of this Client's waiters
-	wk    *waker       // notices for waiters
+	id    string            // tells this Client's notices from others'
+	turns *wait.Turns[Lock] // per-key FIFO of this Client's waiters
+	wk    *waker            // notices for waiters
 
 	longestTTL atomic.Int64 // the longest TTL used or heard of, for the restart guard
 	wantNode   atomic.Int64 // turns the node a want is published on (wants.go)
@@ -133,7 +134,7 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 			n.pipe = master.NewPipe(n.client, cfg.batchLimit, &c.bg, c.workers.Run)
 		}
 	}
-	c.turns = newTurns[Lock](c.closing)
+	c.turns = wait.NewTurns[Lock](c.closing, ErrClosed)
 	c.wk = newWaker(ns, c.wakerConfig())
 	return c, nil
 }
@@ -300,7 +301,7 @@ func (c *Client) lock(ctx context.Context, key string, ttl time.Duration) (*Lock
 	queued := false
 	if !c.cfg.test.noQueue {
 		var handed *Lock
-		if pass, handed, queued, err = c.turns.take(ctx, key, ttl); err != nil {
+		if pass, handed, queued, err = c.turns.Take(ctx, key, ttl); err != nil {
 			return nil, fmt.Errorf("%w: %q: waiting behind this Client's earlier waiters: %w", ErrNotObtained, key, err)
 		}
 		if handed != nil {
@@ -314,7 +315,7 @@ func (c *Client) lock(ctx context.Context, key string, ttl time.Duration) (*Lock
 		pass()
 		return nil, err
 	}
-	c.turns.saw(key, nil) // the waiters behind it now wait for this lock
+	c.turns.Saw(key, nil) // the waiters behind it now wait for this lock
 	l.passTurnAtEnd(pass)
 	return l, nil
 }

@@ -95,7 +95,7 @@ func (c *Client) newWaitLoop(ctx context.Context, key string, ttl time.Duration,
 	// last starts as the queue's last failure: when this call's own first
 	// attempt is cut short by ctx, that says more of why the lock could not
 	// be had (the call waited behind the attempts that saw it).
-	lp := &waitLoop{c: c, ctx: ctx, key: key, ttl: ttl, w: c.wk.existing(key), last: c.turns.lastSeen(key)}
+	lp := &waitLoop{c: c, ctx: ctx, key: key, ttl: ttl, w: c.wk.existing(key), last: c.turns.LastSeen(key)}
 	lp.events = lp.w.events()
 	lp.gaps = lp.w.gaps() // a call that starts by waiting trusts what the watch heard so far
 	lp.state = lp.w.approach()
@@ -182,7 +182,7 @@ func (lp *waitLoop) attempt() (*Lock, error) {
 		return nil, withCtx(lp.ctx, lp.last)
 	}
 	lp.last = err
-	lp.c.turns.saw(lp.key, err) // for the waiters queued behind this one
+	lp.c.turns.Saw(lp.key, err) // for the waiters queued behind this one
 	if lp.w == nil {
 		// Subscribe after the first failure, so uncontended locks cost
 		// nothing. An event before the subscription is active is missed;

@@ -109,7 +109,7 @@ func (l *Lock) unlock(ctx context.Context) (handedTo recipient, err error) {
 		}
 		lost = ho.lost
 		if to.local != nil {
-			u.pass = func() { to.local.serve(nil) } // the turn alone, after the deletes
+			u.pass = func() { to.local.Serve(nil) } // the turn alone, after the deletes
 		}
 	}
 	defer u.pass() // the next local waiter tries once the deletes are decided

@@ -365,8 +365,8 @@ var mutants = []mutant{
 	},
 	{
 		name:    "lock-ignores-close-while-waiting",
-		file:    "queue.go",
-		from:    "	case <-t.closing:\n		quit = ErrClosed\n",
+		file:    "internal/wait/queue.go",
+		from:    "	case <-t.closing:\n		quit = t.closed\n",
 		to:      "",
 		killers: "TestLockAfterCloseReturnsErrClosed",
 	},
@@ -596,7 +596,7 @@ var mutants = []mutant{
 	},
 	{
 		name:    "queued-waiter-forgets-the-queues-failure",
-		file:    "queue.go",
+		file:    "internal/wait/queue.go",
 		from:    "\tif q.last != nil {\n\t\t// Say why",
 		to:      "\tif false {\n\t\t// Say why",
 		killers: "TestQueuedWaitersNameTheOutage",

@@ -1,6 +1,8 @@
-// The per-key FIFO of a Client's own waiters (turns).
-
-package redlock
+// Package wait is the waiting machinery below the lock logic: the per-key
+// FIFO of a Client's own waiters (Turns), which hands the turn, and a lock
+// with it, from one waiter to the next. It knows nothing of masters or
+// rounds.
+package wait
 
 import (
 	"context"
@@ -12,60 +14,61 @@ import (
 // turns is the per-key FIFO of local waiters. T is what a holder may hand
 // to the next waiter along with the turn (the Client's Lock); the queue
 // itself never looks into it.
-type turns[T any] struct {
-	closing <-chan struct{} // closed when waiters must give up (ErrClosed)
+type Turns[T any] struct {
+	closing <-chan struct{} // closed when waiters must give up (with closed)
+	closed  error
 
 	mu sync.Mutex
 	q  map[string]*turnQueue[T]
 }
 
-// newTurns returns an empty FIFO whose waiters return ErrClosed once
-// closing is closed.
-func newTurns[T any](closing <-chan struct{}) *turns[T] {
-	return &turns[T]{closing: closing, q: map[string]*turnQueue[T]{}}
+// newTurns returns an empty FIFO whose waiters return closed once closing
+// is closed.
+func NewTurns[T any](closing <-chan struct{}, closed error) *Turns[T] {
+	return &Turns[T]{closing: closing, closed: closed, q: map[string]*turnQueue[T]{}}
 }
 
 type turnQueue[T any] struct {
-	waiters []*turnWaiter[T]
+	waiters []*Waiter[T]
 	last    error // the last failed attempt of the turn's holder since it last held the key (saw)
 }
 
 // A turnWaiter is a queued Lock call. It is served exactly once, by serve:
 // with the turn alone (nil), or with the turn and a value handed over by
 // the previous holder.
-type turnWaiter[T any] struct {
-	ttl    time.Duration // the TTL the waiter asked for
+type Waiter[T any] struct {
+	TTL    time.Duration // the TTL the waiter asked for
 	at     time.Time     // when it queued
 	served chan *T       // buffered: serving never blocks
 }
 
 // serve passes the turn to w, with handed (nil for the turn alone).
-func (w *turnWaiter[T]) serve(handed *T) { w.served <- handed }
+func (w *Waiter[T]) Serve(handed *T) { w.served <- handed }
 
 // take waits for key's turn in FIFO order and returns the function that
 // passes it on (safe to call more than once), with the lock if the previous
 // holder handed it over, and whether it had to queue behind another
-// waiter; or ctx's error, or ErrClosed.
-func (t *turns[T]) take(ctx context.Context, key string, ttl time.Duration) (pass func(), handed *T, queued bool, err error) {
+// waiter; or ctx's error, or closed once closing is.
+func (t *Turns[T]) Take(ctx context.Context, key string, ttl time.Duration) (pass func(), handed *T, queued bool, err error) {
 	t.mu.Lock()
 	q, busy := t.q[key]
 	if !busy {
 		t.q[key] = &turnQueue[T]{}
 		t.mu.Unlock()
-		return t.passer(key), nil, false, nil
+		return t.Passer(key), nil, false, nil
 	}
-	me := &turnWaiter[T]{ttl: ttl, at: time.Now(), served: make(chan *T, 1)}
+	me := &Waiter[T]{TTL: ttl, at: time.Now(), served: make(chan *T, 1)}
 	q.waiters = append(q.waiters, me)
 	t.mu.Unlock()
 
 	var quit error
 	select {
 	case l := <-me.served:
-		return t.passer(key), l, true, nil
+		return t.Passer(key), l, true, nil
 	case <-ctx.Done():
 		quit = ctx.Err()
 	case <-t.closing:
-		quit = ErrClosed
+		quit = t.closed
 	}
 	t.mu.Lock()
 	if q.last != nil {
@@ -87,9 +90,9 @@ func (t *turns[T]) take(ctx context.Context, key string, ttl time.Duration) (pas
 	// would take another round, which a closed Client cannot make, and
 	// would leave its keys behind.
 	if l := <-me.served; l != nil {
-		return t.passer(key), l, true, nil
+		return t.Passer(key), l, true, nil
 	}
-	t.passer(key)()
+	t.Passer(key)()
 	return nil, nil, true, quit
 }
 
@@ -97,7 +100,7 @@ func (t *turns[T]) take(ctx context.Context, key string, ttl time.Duration) (pas
 // error when it failed, nil once it holds the key. A waiter that gives up
 // in the queue reports the last failure, which says why the queue did not
 // move.
-func (t *turns[T]) saw(key string, err error) {
+func (t *Turns[T]) Saw(key string, err error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if q := t.q[key]; q != nil {
@@ -106,7 +109,7 @@ func (t *turns[T]) saw(key string, err error) {
 }
 
 // lastSeen returns the last failure saw recorded for key's turn, if any.
-func (t *turns[T]) lastSeen(key string) error {
+func (t *Turns[T]) LastSeen(key string) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if q := t.q[key]; q != nil {
@@ -118,7 +121,7 @@ func (t *turns[T]) lastSeen(key string) error {
 // claim removes key's first waiter from the queue, to be served by the
 // caller, who holds the turn and passes it to that waiter with serve; nil
 // when nobody waits.
-func (t *turns[T]) claim(key string) *turnWaiter[T] {
+func (t *Turns[T]) Claim(key string) *Waiter[T] {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	q := t.q[key]
@@ -130,8 +133,18 @@ func (t *turns[T]) claim(key string) *turnWaiter[T] {
 	return w
 }
 
+// waiting reports how many waiters are queued for key.
+func (t *Turns[T]) Waiting(key string) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if q := t.q[key]; q != nil {
+		return len(q.waiters)
+	}
+	return 0
+}
+
 // headSince returns when key's next waiter queued, if one does.
-func (t *turns[T]) headSince(key string) (time.Time, bool) {
+func (t *Turns[T]) HeadSince(key string) (time.Time, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if q := t.q[key]; q != nil && len(q.waiters) > 0 {
@@ -142,7 +155,7 @@ func (t *turns[T]) headSince(key string) (time.Time, bool) {
 
 // passer returns the idempotent function that hands key's turn to the next
 // waiter, or frees it.
-func (t *turns[T]) passer(key string) func() {
+func (t *Turns[T]) Passer(key string) func() {
 	var once sync.Once
 	return func() {
 		once.Do(func() {
@@ -155,7 +168,7 @@ func (t *turns[T]) passer(key string) func() {
 			}
 			next := q.waiters[0]
 			q.waiters = q.waiters[1:]
-			next.serve(nil)
+			next.Serve(nil)
 		})
 	}
 }
