@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -38,10 +37,6 @@ type node struct {
 	obs    *Observer  // the Client's observers; nil: none
 	health nodeHealth // for the observers' NodeState and Quarantine
 }
-
-// isNoPerm reports whether err is a master's refusal for want of ACL rights
-// (a channel, for PUBLISH or SUBSCRIBE).
-func isNoPerm(err error) bool { return err != nil && strings.HasPrefix(err.Error(), "NOPERM") }
 
 // noticeRetry is how long a master that refused a notice is sent none.
 const noticeRetry = time.Minute

@@ -135,8 +135,17 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 		}
 	}
 	c.turns = wait.NewTurns[Lock](c.closing, ErrClosed)
-	c.wk = newWaker(ns, c.wakerConfig())
+	c.wk = newWaker(c.conns(), c.wakerConfig())
 	return c, nil
+}
+
+// conns is what the waker reaches each master by.
+func (c *Client) conns() []master.Conn {
+	conns := make([]master.Conn, len(c.nodes))
+	for i, n := range c.nodes {
+		conns[i] = n.conn
+	}
+	return conns
 }
 
 // wakerConfig is the configuration of c's waker: its notices, and the

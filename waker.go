@@ -76,12 +76,8 @@ type wakerConfig struct {
 
 // newWaker returns a waker for the masters nodes. It opens no connection
 // until the first watch.
-func newWaker(nodes []*node, cfg wakerConfig) *waker {
-	w := &waker{cfg: cfg}
-	for _, n := range nodes {
-		w.nodes = append(w.nodes, n.conn)
-	}
-	return w
+func newWaker(nodes []master.Conn, cfg wakerConfig) *waker {
+	return &waker{cfg: cfg, nodes: nodes}
 }
 
 // nodeSub is the subscription connection to one node, with the queue of
@@ -238,7 +234,7 @@ func (w *waker) send(s *nodeSub) {
 				ctx, cancel := context.WithTimeout(context.Background(), w.cfg.subscribeTimeout)
 				if op.subscribe {
 					err := s.ps.Subscribe(ctx, channel)
-					if w.cfg.subscribeRefused != nil && isNoPerm(err) {
+					if w.cfg.subscribeRefused != nil && master.IsNoPerm(err) {
 						w.cfg.subscribeRefused(s.index, err)
 					}
 				} else {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/redlock-go/redlock/internal/master"
 	"github.com/redlock-go/redlock/internal/script"
 )
 
@@ -109,7 +110,7 @@ func (c *Client) publishOn(n *node, msg script.Notice, timeout time.Duration) bo
 	defer t.Stop()
 	select {
 	case err := <-done:
-		if isNoPerm(err) {
+		if master.IsNoPerm(err) {
 			n.refusedNoticeBy(err)
 		}
 		return err == nil

@@ -334,3 +334,25 @@ func (h *watcher) gaps() int {
 	defer h.w.mu.Unlock()
 	return h.kw.gaps
 }
+
+// A ticket is a want of this Client's still out: its key and token, and
+// the TTL it asked for.
+type ticket struct {
+	key, token string
+	ttl        time.Duration
+}
+
+// outstanding returns the wants still expected, and forgets them (Close
+// withdraws them).
+func (w *waker) outstanding() []ticket {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []ticket
+	for key, kw := range w.keys {
+		for token, e := range kw.expects {
+			out = append(out, ticket{key: key, token: token, ttl: e.ttl})
+		}
+		kw.expects = nil
+	}
+	return out
+}

@@ -11,6 +11,7 @@ package master
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -229,3 +230,7 @@ func Run(ctx context.Context, c redis.UniversalClient, args []any) *redis.Cmd {
 	}
 	return cmd
 }
+
+// IsNoPerm reports whether err is a master's refusal for want of ACL rights
+// (a channel, for PUBLISH or SUBSCRIBE).
+func IsNoPerm(err error) bool { return err != nil && strings.HasPrefix(err.Error(), "NOPERM") }
