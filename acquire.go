@@ -40,7 +40,7 @@ func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration, age
 	// meanwhile finds it taken and marks it, and the release of a marked key
 	// is announced (l.quiet).
 	var announce script.Notice
-	if c.wk.listening(key) > 0 {
+	if c.wk.Listening(key) > 0 {
 		announce = c.announce(script.AcquiredNotice, key, l.token, age)
 	} else {
 		l.quiet = true

@@ -267,7 +267,7 @@ func handOffNoticeHeard(t *testing.T, nodes []redis.UniversalClient, key string)
 			t.Fatal(err)
 		}
 	}
-	if busy.wk.othersSeen(key) {
+	if busy.wk.OthersSeen(key) {
 		t.Fatal("the busy Client knew of the listener before the hand-off: the test proves nothing")
 	}
 	if err := l.Unlock(bg); err != nil {
@@ -278,7 +278,7 @@ func handOffNoticeHeard(t *testing.T, nodes []redis.UniversalClient, key string)
 		t.Fatal("the hand-off to the busy Client's own waiter failed")
 	}
 	defer func() { _ = nl.Unlock(bg) }()
-	if !busy.wk.othersSeen(key) {
+	if !busy.wk.OthersSeen(key) {
 		t.Fatal("after a hand-off that published to a wanted key on cluster votes, the Client does not know others listen")
 	}
 }
@@ -299,8 +299,8 @@ func remoteHandOff(t *testing.T, nodes []redis.UniversalClient, key string) {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	watch := h.wk.watch(key) // the holder hears the want
-	defer watch.close()
+	watch := h.wk.Watch(key) // the holder hears the want
+	defer watch.Close()
 	awaitSubscribed(t, h, key, len(nodes))
 	l, err := h.Lock(bg, key, time.Minute)
 	if err != nil {

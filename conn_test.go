@@ -111,7 +111,7 @@ func TestEveryCallThroughAnotherClientsAdapter(t *testing.T) {
 	for i, n := range c.nodes {
 		adapters[i] = &foreignConn{inner: n.conn}
 		n.conn = adapters[i]
-		c.wk.nodes[i] = adapters[i] // before the first watch subscribes
+		c.wk.Nodes[i] = adapters[i] // before the first watch subscribes
 	}
 	// The contended Lock in it must be woken by a notice: its backoff is
 	// longer than the bound.

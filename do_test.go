@@ -391,20 +391,20 @@ func TestClosedSubscriptionDegradesToPolling(t *testing.T) {
 	res := lockInBackground(bg, waiterC, "k")
 	within(t, scaled(5*time.Second), "the waiter's subscription", func() bool {
 		for {
-			waiterC.wk.mu.Lock()
-			n := len(waiterC.wk.subs)
-			waiterC.wk.mu.Unlock()
+			waiterC.wk.Mu.Lock()
+			n := len(waiterC.wk.Subs)
+			waiterC.wk.Mu.Unlock()
 			if n > 0 {
 				return true
 			}
 			time.Sleep(time.Millisecond) // no signal exists
 		}
 	})
-	waiterC.wk.mu.Lock()
-	for _, s := range waiterC.wk.subs {
-		_ = s.ps.Close()
+	waiterC.wk.Mu.Lock()
+	for _, s := range waiterC.wk.Subs {
+		_ = s.Ps.Close()
 	}
-	waiterC.wk.mu.Unlock()
+	waiterC.wk.Mu.Unlock()
 	if err := holder.Unlock(bg); err != nil {
 		t.Fatal(err)
 	}

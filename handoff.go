@@ -33,11 +33,11 @@ func (l *Lock) recipient(u unlocking) recipient {
 		since, _ = c.turns.HeadSince(l.key)
 	}
 	if !c.cfg.test.noRemoteHandOff {
-		if w := c.wk.claimWant(l.key, since); w != nil {
+		if w := c.wk.ClaimWant(l.key, since); w != nil {
 			return recipient{remote: w}
 		}
 	}
-	if !since.IsZero() && (!c.wk.othersSeen(l.key) || c.wk.wantsKnown(l.key)) {
+	if !since.IsZero() && (!c.wk.OthersSeen(l.key) || c.wk.WantsKnown(l.key)) {
 		if next := c.turns.Claim(l.key); next != nil {
 			return recipient{local: next}
 		}
@@ -101,12 +101,12 @@ func (hc *handOffCalls) outcome(ctx context.Context, i int) (yes bool, err error
 // The zero recipient is nobody.
 type recipient struct {
 	local  *wait.Waiter[Lock]
-	remote *want
+	remote *wait.Want
 }
 
 func (to recipient) ttl() time.Duration {
 	if to.remote != nil {
-		return to.remote.ttl
+		return to.remote.TTL
 	}
 	return to.local.TTL
 }
@@ -143,7 +143,7 @@ func (l *Lock) handOff(ctx context.Context, to recipient, ttl time.Duration) han
 		skip = ho.remoteSkips()
 		unheard, hedge = l.unlockReserves(ho.nttl)
 	}
-	own := c.wk.listening(l.key)
+	own := c.wk.Listening(l.key)
 	start := time.Now()
 	r := c.fanOutQuorumFirst(context.WithoutCancel(ctx), "hand-off", l.key, c.deadline(start, ho.nttl), skip, ho.nttl, nodeCall(ho.on), unheard, hedge)
 	if r.won() && r.unasked == unheard {
@@ -151,7 +151,7 @@ func (l *Lock) handOff(ctx context.Context, to recipient, ttl time.Duration) han
 	}
 	ho.settleUnasked(r)
 	if ho.remote || ho.heard.Load() > own {
-		c.wk.othersListen(l.key, false)
+		c.wk.OthersListen(l.key, false)
 	}
 	l.endBy(r.decided)
 	if ho.remote {
@@ -169,9 +169,9 @@ func (l *Lock) newHandOffRound(to recipient, ttl time.Duration) *handOffRound {
 	var nl *Lock
 	var announce script.Notice
 	if to.remote != nil {
-		nl = &Lock{c: c, key: l.key, token: to.remote.token, ttl: nttl, holds: newHolds(len(c.nodes))}
-		announce = script.NewNotice(script.HandedNotice, l.key, to.remote.client, to.remote.token, 0)
-		announce.Channel = script.HandOffChannel(l.key, to.remote.client) // its Client alone hears it (of this version)
+		nl = &Lock{c: c, key: l.key, token: to.remote.Token, ttl: nttl, holds: newHolds(len(c.nodes))}
+		announce = script.NewNotice(script.HandedNotice, l.key, to.remote.Client, to.remote.Token, 0)
+		announce.Channel = script.HandOffChannel(l.key, to.remote.Client) // its Client alone hears it (of this version)
 	} else {
 		var err error
 		if nl, err = c.newLock(l.key, nttl); err != nil {
@@ -238,7 +238,7 @@ func (ho *handOffRound) settleUnasked(r *round) {
 
 // endRemote ends a decided hand-off to another Client's waiter: the new
 // lock is the waiter's, won or not.
-func (ho *handOffRound) endRemote(r *round, to *want) handOffResult {
+func (ho *handOffRound) endRemote(r *round, to *wait.Want) handOffResult {
 	c := ho.l.c
 	for _, h := range ho.nl.holds {
 		h.abandon() // what is not sent yet is not sent; the rest is the waiter's
@@ -247,7 +247,7 @@ func (ho *handOffRound) endRemote(r *round, to *want) handOffResult {
 		return handOffResult{decided: r.decided, lost: ho.calls}
 	}
 	ho.cleanUp()
-	c.wk.handedOver(ho.l.key, to)
+	c.wk.HandedOver(ho.l.key, to)
 	c.cfg.test.remoteHandOffs.Add(1)
 	return handOffResult{handed: true, decided: r.decided}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/redlock-go/redlock/internal/script"
+	"github.com/redlock-go/redlock/internal/wait"
 )
 
 // TryLockMulti makes one attempt to take every key of keys for ttl, as one
@@ -150,7 +151,7 @@ func (c *Client) attemptMulti(ctx context.Context, keys []string, ttl time.Durat
 func (c *Client) waitMulti(ctx context.Context, keys []string, ttl time.Duration) (*Lock, error) {
 	var (
 		last     error                                // the last attempt decided without ctx ending
-		watches  = make([]*watcher, len(keys))        // nil: not watched (yet)
+		watches  = make([]*wait.Watcher, len(keys))   // nil: not watched (yet)
 		events   = make([]<-chan struct{}, len(keys)) // as of the attempt
 		releases = make([]int, len(keys))             // of each key, as of its events channel
 		gaps     = make([]int, len(keys))             // of each key's subscription, as of the attempt
@@ -158,18 +159,18 @@ func (c *Client) waitMulti(ctx context.Context, keys []string, ttl time.Duration
 	)
 	defer func() {
 		for _, w := range watches {
-			w.close()
+			w.Close()
 		}
 	}()
 	for i, k := range keys {
-		watches[i] = c.wk.existing(k)
+		watches[i] = c.wk.Existing(k)
 	}
 	joined := strings.Join(keys, ",")
 	for fails := 0; ; fails++ {
 		for i, w := range watches {
 			// Before the attempt: a release during it counts.
-			events[i], releases[i] = w.releasesSince()
-			gaps[i] = w.gaps()
+			events[i], releases[i] = w.ReleasesSince()
+			gaps[i] = w.Gaps()
 		}
 		l, err := c.attemptMulti(ctx, keys, ttl, marks.next(watches))
 		if err == nil {
@@ -189,7 +190,7 @@ func (c *Client) waitMulti(ctx context.Context, keys []string, ttl time.Duration
 			var watched []int
 			for i, k := range keys {
 				if watches[i] == nil {
-					watches[i] = c.wk.watch(k)
+					watches[i] = c.wk.Watch(k)
 					watched = append(watched, i)
 				}
 			}
@@ -198,7 +199,7 @@ func (c *Client) waitMulti(ctx context.Context, keys []string, ttl time.Duration
 			}
 			for _, i := range watched {
 				// From the watch: a release heard since counts.
-				events[i], releases[i], gaps[i] = watches[i].sinceTaken()
+				events[i], releases[i], gaps[i] = watches[i].SinceTaken()
 				marks.watched(i, watches[i])
 			}
 		}
@@ -216,7 +217,7 @@ func (c *Client) waitMulti(ctx context.Context, keys []string, ttl time.Duration
 // announced a release after its refusal (marks), or its subscription has a gap
 // since gaps[i]. It returns LockMulti's error when ctx ends or the Client
 // closes first.
-func (c *Client) sleepMulti(ctx context.Context, joined string, last error, watches []*watcher, events []<-chan struct{}, releases, gaps []int, marks *refusalMarks, d time.Duration) error {
+func (c *Client) sleepMulti(ctx context.Context, joined string, last error, watches []*wait.Watcher, events []<-chan struct{}, releases, gaps []int, marks *refusalMarks, d time.Duration) error {
 	timer := time.NewTimer(d)
 	defer timer.Stop()
 	const fixed = 4 // the timer, ctx, Close and the marks, then one case per key
@@ -251,15 +252,15 @@ func (c *Client) sleepMulti(ctx context.Context, joined string, last error, watc
 		j := i - fixed
 		w := watches[j]
 		n := releases[j]
-		events[j], releases[j] = w.releasesSince()
+		events[j], releases[j] = w.ReleasesSince()
 		cases[i].Chan = reflect.ValueOf(events[j])
-		if releases[j] != n && w.latest() == released {
+		if releases[j] != n && w.Latest() == wait.Released {
 			return nil
 		}
 		if marks.freed(j) {
 			return nil
 		}
-		if w.gaps() != gaps[j] && w.subscribed() {
+		if w.Gaps() != gaps[j] && w.Subscribed() {
 			return nil
 		}
 	}
@@ -287,9 +288,9 @@ type refusalMarks struct {
 	// changed is sent to (never blocking) when the first yes comes: a
 	// notice heard before it may have been ignored for want of it.
 	changed chan struct{}
-	watches []*watcher // as of the attempt, and set by watched
-	began   [][]int    // by key, then node: the counts when the attempt began
-	at      [][]int    // by key, then node: the marks
+	watches []*wait.Watcher // as of the attempt, and set by watched
+	began   [][]int         // by key, then node: the counts when the attempt began
+	at      [][]int         // by key, then node: the marks
 }
 
 // An attemptAnswer is how a master answered a LockMulti attempt.
@@ -302,7 +303,7 @@ const (
 )
 
 func newRefusalMarks(keys, nodes int) *refusalMarks {
-	m := &refusalMarks{watches: make([]*watcher, keys), began: make([][]int, keys), at: make([][]int, keys), changed: make(chan struct{}, 1)}
+	m := &refusalMarks{watches: make([]*wait.Watcher, keys), began: make([][]int, keys), at: make([][]int, keys), changed: make(chan struct{}, 1)}
 	for i := range m.at {
 		m.began[i], m.at[i] = make([]int, nodes), make([]int, nodes)
 	}
@@ -311,7 +312,7 @@ func newRefusalMarks(keys, nodes int) *refusalMarks {
 
 // next starts the marks of a new attempt, made with watches, and returns
 // the attempt's acquireRound.answered.
-func (m *refusalMarks) next(watches []*watcher) func(node int, a attemptAnswer) {
+func (m *refusalMarks) next(watches []*wait.Watcher) func(node int, a attemptAnswer) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.attempt++
@@ -319,7 +320,7 @@ func (m *refusalMarks) next(watches []*watcher) func(node int, a attemptAnswer) 
 	copy(m.watches, watches)
 	for i := range m.at {
 		for n := range m.at[i] {
-			m.began[i][n], m.at[i][n] = m.watches[i].nodeReleases(n), -1
+			m.began[i][n], m.at[i][n] = m.watches[i].NodeReleases(n), -1
 		}
 	}
 	m.yes = false
@@ -345,7 +346,7 @@ func (m *refusalMarks) next(watches []*watcher) func(node int, a attemptAnswer) 
 			case answeredYes:
 				m.at[i][node] = -1
 			case answeredNo:
-				m.at[i][node] = w.nodeReleases(node) // 0 while unwatched: the watch counts from 0
+				m.at[i][node] = w.NodeReleases(node) // 0 while unwatched: the watch counts from 0
 			case noAnswer:
 				m.at[i][node] = m.began[i][node]
 			}
@@ -356,12 +357,12 @@ func (m *refusalMarks) next(watches []*watcher) func(node int, a attemptAnswer) 
 // watched records key i's watch, taken after the attempt: the marks count
 // from it (a release before it went unheard; the subscription's gap
 // stands for it).
-func (m *refusalMarks) watched(i int, w *watcher) {
+func (m *refusalMarks) watched(i int, w *wait.Watcher) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.watches[i] = w
 	for n := range m.at[i] {
-		m.began[i][n] = w.nodeReleases(n)
+		m.began[i][n] = w.NodeReleases(n)
 		if m.at[i][n] >= 0 {
 			m.at[i][n] = m.began[i][n]
 		}
@@ -373,5 +374,5 @@ func (m *refusalMarks) watched(i int, w *watcher) {
 func (m *refusalMarks) freed(i int) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.yes && m.watches[i].releasedSince(m.at[i])
+	return m.yes && m.watches[i].ReleasedSince(m.at[i])
 }

@@ -782,10 +782,10 @@ func TestAMultiKeyWaiterActsOnlyOnANewRelease(t *testing.T) {
 
 // heardReleases is how many release notices of key c heard from node.
 func heardReleases(c *Client, key string, node int) int {
-	c.wk.mu.Lock()
-	defer c.wk.mu.Unlock()
-	if kw := c.wk.keys[key]; kw != nil && node < len(kw.nodeReleases) {
-		return kw.nodeReleases[node]
+	c.wk.Mu.Lock()
+	defer c.wk.Mu.Unlock()
+	if kw := c.wk.Keys[key]; kw != nil && node < len(kw.NodeReleases) {
+		return kw.NodeReleases[node]
 	}
 	return 0
 }

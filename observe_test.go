@@ -711,7 +711,7 @@ func TestObserverReportsRefusedNotices(t *testing.T) {
 	// Announced acquisitions and releases: c watches the key, as a Client
 	// with waiters does (one that watches nothing publishes nothing for a
 	// key nobody marked).
-	defer c.wk.watch("k").close()
+	defer c.wk.Watch("k").Close()
 	for range 3 {
 		l := mustLock(t, c, "k", 10*time.Second)
 		if err := l.Unlock(bg); err != nil {

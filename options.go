@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redlock-go/redlock/internal/master"
+	"github.com/redlock-go/redlock/internal/wait"
 )
 
 // Defaults for the options.
@@ -64,7 +65,7 @@ func (cfg *config) linger() time.Duration {
 	if cfg.test.linger > 0 {
 		return cfg.test.linger
 	}
-	return subscriptionLinger
+	return wait.SubscriptionLinger
 }
 
 // subscribeTimeout bounds one SUBSCRIBE or UNSUBSCRIBE call.

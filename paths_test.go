@@ -443,8 +443,8 @@ func TestCloseEndsALockWaitingOnItsBackoff(t *testing.T) {
 	// attempt (a gap), and a Close during that attempt ends the call by
 	// another path than the backoff's (its mutant survived first runs so,
 	// in two of three full mutant runs).
-	h := c.wk.watch("k")
-	defer h.close()
+	h := c.wk.Watch("k")
+	defer h.Close()
 	awaitSubscribed(t, c, "k", len(m.servers))
 	res := lockInBackground(bg, c, "k")
 	// The first attempt fails at once and marks the holder's key; the

@@ -43,7 +43,7 @@ type Client struct {
 
 	id    string            // tells this Client's notices from others'
 	turns *wait.Turns[Lock] // per-key FIFO of this Client's waiters
-	wk    *waker            // notices for waiters
+	wk    *wait.Waker       // notices for waiters
 
 	longestTTL atomic.Int64 // the longest TTL used or heard of, for the restart guard
 	wantNode   atomic.Int64 // turns the node a want is published on (wants.go)
@@ -135,7 +135,7 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 		}
 	}
 	c.turns = wait.NewTurns[Lock](c.closing, ErrClosed)
-	c.wk = newWaker(c.conns(), c.wakerConfig())
+	c.wk = wait.NewWaker(c.conns(), c.wakerConfig())
 	return c, nil
 }
 
@@ -150,7 +150,7 @@ func (c *Client) conns() []master.Conn {
 
 // wakerConfig is the configuration of c's waker: its notices, and the
 // observers' hooks on them.
-func (c *Client) wakerConfig() wakerConfig {
+func (c *Client) wakerConfig() wait.Config {
 	cfg := c.cfg
 	var noticed func(int, string, string, bool)
 	var subscribeRefused func(int, error)
@@ -166,16 +166,16 @@ func (c *Client) wakerConfig() wakerConfig {
 		ns := c.nodes
 		subscribeRefused = func(node int, err error) { ns[node].refusedNoticeBy(err) }
 	}
-	return wakerConfig{
-		id:               c.id,
-		quorum:           c.quorum,
-		linger:           cfg.linger(),
-		subscribeTimeout: cfg.subscribeTimeout(),
-		maxDelay:         cfg.retryMax,
-		off:              cfg.noNotices,
-		lateHandOff:      c.lateHandOff,
-		noticed:          noticed,
-		subscribeRefused: subscribeRefused,
+	return wait.Config{
+		ID:               c.id,
+		Quorum:           c.quorum,
+		Linger:           cfg.linger(),
+		SubscribeTimeout: cfg.subscribeTimeout(),
+		MaxDelay:         cfg.retryMax,
+		Off:              cfg.noNotices,
+		LateHandOff:      c.lateHandOff,
+		Noticed:          noticed,
+		SubscribeRefused: subscribeRefused,
 	}
 }
 
@@ -199,9 +199,9 @@ func (c *Client) Close() error {
 		c.closed = true
 		close(c.closing)
 		c.mu.Unlock()
-		c.wk.close()
+		c.wk.Close()
 		c.bg.Wait()
-		c.withdrawAll(c.wk.outstanding(), c.lateTickets(time.Now().Add(-wantFresh)))
+		c.withdrawAll(c.wk.Outstanding(), c.lateTickets(time.Now().Add(-wait.WantFresh)))
 		c.bg.Wait()
 		c.workers.Close()
 	})

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/redlock-go/redlock/internal/script"
+	"github.com/redlock-go/redlock/internal/wait"
 )
 
 // A retiredToken is a token of this Client's wants that a hand-off may
@@ -35,7 +36,7 @@ type retiredToken struct {
 // when none), for lateHandOff.
 func (c *Client) retire(key, token string, ttl time.Duration, l *Lock) {
 	now := time.Now()
-	keep := 2 * max(ttl, time.Duration(c.longestTTL.Load()), wantFresh)
+	keep := 2 * max(ttl, time.Duration(c.longestTTL.Load()), wait.WantFresh)
 	c.retiredMu.Lock()
 	defer c.retiredMu.Unlock()
 	if c.retired == nil {
@@ -56,25 +57,25 @@ func (c *Client) retire(key, token string, ttl time.Duration, l *Lock) {
 // release it. Not a lock whose validity only ended here: its token may be
 // another holder's now (Lock.Token, then Resume), and deleting it would let
 // a second holder in (TestCloseLeavesAHandedLockResumedElsewhere).
-func (c *Client) lateTickets(since time.Time) []ticket {
+func (c *Client) lateTickets(since time.Time) []wait.Ticket {
 	type late struct {
-		ticket
+		wait.Ticket
 		l *Lock
 	}
 	var recent []late
 	c.retiredMu.Lock()
 	for token, r := range c.retired {
 		if !r.at.Before(since) || (r.sweeping && !r.swept) { // or a sweep Close cut short
-			recent = append(recent, late{ticket{key: r.key, token: token, ttl: r.ttl}, r.l})
+			recent = append(recent, late{wait.Ticket{Key: r.key, Token: token, TTL: r.ttl}, r.l})
 		}
 	}
 	c.retiredMu.Unlock()
-	var out []ticket
+	var out []wait.Ticket
 	for _, r := range recent {
 		if r.l != nil && !r.l.letGo() {
 			continue // held, or passed on: not ours to release
 		}
-		out = append(out, r.ticket)
+		out = append(out, r.Ticket)
 	}
 	return out
 }

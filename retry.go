@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/redlock-go/redlock/internal/wait"
 )
 
 // Waiting for a lock, without hammering the masters.
@@ -29,13 +31,13 @@ func (c *Client) wait(ctx context.Context, key string, ttl time.Duration, backOf
 		var l *Lock
 		var err error
 		switch lp.state {
-		case attemptNow:
+		case wait.AttemptNow:
 			l, err = lp.attempt()
-		case waitFirst:
+		case wait.WaitFirst:
 			err = lp.awaitRelease()
-		case jitterFirst:
+		case wait.JitterFirst:
 			err = lp.awaitSlot()
-		case handedOver:
+		case wait.HandedOver:
 			if l, err = lp.takeHanded(); l == nil && err == nil {
 				lp.waitForRelease()
 			}
@@ -68,8 +70,8 @@ type waitLoop struct {
 	key string
 	ttl time.Duration
 
-	state   approach
-	w       *watcher        // the key's notices; may be nil
+	state   wait.Approach
+	w       *wait.Watcher   // the key's notices; may be nil
 	events  <-chan struct{} // closed at the key's next notice
 	timer   *time.Timer     // armed in every waiting state
 	fails   int             // failed attempts, for the backoff
@@ -95,17 +97,17 @@ func (c *Client) newWaitLoop(ctx context.Context, key string, ttl time.Duration,
 	// last starts as the queue's last failure: when this call's own first
 	// attempt is cut short by ctx, that says more of why the lock could not
 	// be had (the call waited behind the attempts that saw it).
-	lp := &waitLoop{c: c, ctx: ctx, key: key, ttl: ttl, w: c.wk.existing(key), last: c.turns.LastSeen(key)}
-	lp.events = lp.w.events()
-	lp.gaps = lp.w.gaps() // a call that starts by waiting trusts what the watch heard so far
-	lp.state = lp.w.approach()
+	lp := &waitLoop{c: c, ctx: ctx, key: key, ttl: ttl, w: c.wk.Existing(key), last: c.turns.LastSeen(key)}
+	lp.events = lp.w.Events()
+	lp.gaps = lp.w.Gaps() // a call that starts by waiting trusts what the watch heard so far
+	lp.state = lp.w.Approach()
 	if backOffFirst {
-		lp.state = waitFirst
+		lp.state = wait.WaitFirst
 	}
 	switch lp.state {
-	case jitterFirst:
-		lp.arm(lp.w.delay(0))
-	case waitFirst:
+	case wait.JitterFirst:
+		lp.arm(lp.w.Delay(0))
+	case wait.WaitFirst:
 		lp.waitForRelease()
 	}
 	return lp
@@ -114,7 +116,7 @@ func (c *Client) newWaitLoop(ctx context.Context, key string, ttl time.Duration,
 // waitForRelease arms the backoff timer, asks for the key (wants.go), and
 // waits (waitFirst).
 func (lp *waitLoop) waitForRelease() {
-	lp.state = waitFirst
+	lp.state = wait.WaitFirst
 	lp.arm(lp.timeout())
 	lp.announce()
 }
@@ -127,7 +129,7 @@ func (lp *waitLoop) waitForRelease() {
 // lost notices. A key whose release came before this Client's subscription
 // is free with nobody to hand it over: the backoff finds it.
 func (lp *waitLoop) timeout() time.Duration {
-	if lp.want != nil && !lp.want.first.IsZero() && (lp.held || lp.w.heldByOther()) {
+	if lp.want != nil && !lp.want.first.IsZero() && (lp.held || lp.w.HeldByOther()) {
 		return lp.c.cfg.retryMax
 	}
 	return lp.c.cfg.backoff(lp.fails)
@@ -140,7 +142,7 @@ func (lp *waitLoop) stop() {
 		lp.timer.Stop()
 	}
 	lp.withdraw()
-	lp.w.close()
+	lp.w.Close()
 }
 
 // arm (re)starts the timer for d. A new timer each time: with a module
@@ -161,13 +163,13 @@ func (lp *waitLoop) attempt() (*Lock, error) {
 			return l, err
 		}
 	}
-	lp.events = lp.w.events() // taken before the attempt: one during it counts
-	subscribed, gaps := lp.w.subscribed(), lp.w.gaps()
+	lp.events = lp.w.Events() // taken before the attempt: one during it counts
+	subscribed, gaps := lp.w.Subscribed(), lp.w.Gaps()
 	began := time.Now()
 	l, err := lp.c.attempt(lp.ctx, lp.key, lp.ttl, lp.age)
 	took := time.Since(began)
 	if err == nil {
-		lp.w.attempted(took, lp.delayed, false)
+		lp.w.Attempted(took, lp.delayed, false)
 		return l, nil
 	}
 	if !errors.Is(err, ErrNotObtained) {
@@ -192,13 +194,13 @@ func (lp *waitLoop) attempt() (*Lock, error) {
 		if hook := lp.c.cfg.test.beforeWatch; hook != nil {
 			hook()
 		}
-		lp.w = lp.c.wk.watch(lp.key)
+		lp.w = lp.c.wk.Watch(lp.key)
 		if hook := lp.c.cfg.test.afterWatch; hook != nil {
 			hook()
 		}
-		lp.events, _, _ = lp.w.sinceTaken()
+		lp.events, _, _ = lp.w.SinceTaken()
 	}
-	lp.w.attempted(took, lp.delayed, true)
+	lp.w.Attempted(took, lp.delayed, true)
 	lp.held = subscribed && takenByAMajority(err)
 	lp.gaps = gaps
 	lp.waitForRelease()
@@ -216,16 +218,16 @@ func (lp *waitLoop) awaitRelease() error {
 	case err != nil:
 		return err
 	case woke == fired:
-		lp.state = attemptNow
+		lp.state = wait.AttemptNow
 	case woke == handed:
-		lp.state = handedOver
-	case lp.w.latest() == released:
+		lp.state = wait.HandedOver
+	case lp.w.Latest() == wait.Released:
 		lp.held = false
 		lp.age++
-		lp.arm(lp.w.delay(lp.age))
-		lp.state = jitterFirst
-	case lp.w.gaps() != lp.gaps && lp.w.subscribed():
-		lp.state, lp.delayed = attemptNow, false // probes first: a hand-off's notices may be what went unheard
+		lp.arm(lp.w.Delay(lp.age))
+		lp.state = wait.JitterFirst
+	case lp.w.Gaps() != lp.gaps && lp.w.Subscribed():
+		lp.state, lp.delayed = wait.AttemptNow, false // probes first: a hand-off's notices may be what went unheard
 		if lp.want != nil {
 			// Other Clients may have missed notices too, and now doubt
 			// the want (wants.go): it goes out again after the attempt.
@@ -243,11 +245,11 @@ func (lp *waitLoop) awaitSlot() error {
 	case err != nil:
 		return err
 	case woke == fired:
-		lp.state, lp.delayed = attemptNow, true
+		lp.state, lp.delayed = wait.AttemptNow, true
 	case woke == handed:
-		lp.state = handedOver
-	case lp.w.latest() == taken:
-		lp.w.stoodDown()
+		lp.state = wait.HandedOver
+	case lp.w.Latest() == wait.Taken:
+		lp.w.StoodDown()
 		lp.waitForRelease()
 	}
 	return nil
@@ -276,7 +278,7 @@ func (lp *waitLoop) sleep() (wake, error) {
 	case <-handOff:
 		return handed, nil
 	case <-lp.events:
-		lp.events = lp.w.events()
+		lp.events = lp.w.Events()
 		return noticed, nil
 	case <-lp.ctx.Done():
 		return 0, waitFailed(lp.ctx, lp.key, lp.last)

@@ -165,7 +165,7 @@ func (l *Lock) markReleased() (unlocking, error) {
 // released without a call. The deletes are sent even if ctx is cancelled.
 func (l *Lock) release(ctx context.Context, ttl time.Duration, lost *handOffCalls) *round {
 	c := l.c
-	own := c.wk.listening(l.key)
+	own := c.wk.Listening(l.key)
 	rr := &releaseRound{l: l, lost: lost, keep: c.keep(ttl), args: l.args(0, c.announce(script.ReleasedNotice, l.key, l.token, 0), false)}
 	if l.quiet && own == 0 {
 		rr.args.quiet = "1" // only a waiter that marked the key listens
@@ -179,16 +179,16 @@ func (l *Lock) release(ctx context.Context, ttl time.Duration, lost *handOffCall
 	if l.keys != nil {
 		if r.won() {
 			for _, k := range l.keys {
-				c.wk.noteReleased(k, l.token)
+				c.wk.NoteReleased(k, l.token)
 			}
 		}
 		return r // its notices reach other Clients' waiters; nobody hands it a turn
 	}
 	if r.won() {
-		c.wk.noteReleased(l.key, l.token)
+		c.wk.NoteReleased(l.key, l.token)
 	}
 	if rr.heard.Load() > own {
-		c.wk.othersListen(l.key, true)
+		c.wk.OthersListen(l.key, true)
 	}
 	return r
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/redlock-go/redlock/internal/chaos"
 	"github.com/redlock-go/redlock/internal/master"
 	"github.com/redlock-go/redlock/internal/script"
+	"github.com/redlock-go/redlock/internal/wait"
 )
 
 // Tests of how waiters of different Clients use the key's notices.
@@ -78,24 +79,24 @@ func TestChannelKeyTellsTheClientsHandedChannel(t *testing.T) {
 // hand-offs (handedChannel), which it counts; and is woken then. Another
 // Client's handedChannel is no channel of this key's.
 func TestAWaiterCountsHandOffsOnlyOnceItsHandedChannelIsConfirmed(t *testing.T) {
-	w := &waker{cfg: wakerConfig{id: "me", quorum: 2}, nodes: make([]master.Conn, 3), keys: map[string]*keyWatch{}}
-	kw := &keyWatch{ch: make(chan struct{})}
-	w.keys["k"] = kw
-	h := &watcher{w: w, key: "k", kw: kw}
+	w := &wait.Waker{Cfg: wait.Config{ID: "me", Quorum: 2}, Nodes: make([]master.Conn, 3), Keys: map[string]*wait.KeyWatch{}}
+	kw := &wait.KeyWatch{Ch: make(chan struct{})}
+	w.Keys["k"] = kw
+	h := &wait.Watcher{W: w, Key: "k", Kw: kw}
 	for i := range 3 {
-		w.confirmed(i, script.NoticeChannel("k"), true)
-		w.confirmed(i, script.HandedChannel("k", "other"), true)
+		w.Confirmed(i, script.NoticeChannel("k"), true)
+		w.Confirmed(i, script.HandedChannel("k", "other"), true)
 	}
-	if h.subscribed() {
+	if h.Subscribed() {
 		t.Fatal("subscribed, with no confirmation of the Client's handedChannel")
 	}
-	ev := h.events()
-	w.confirmed(0, script.HandedChannel("k", "me"), true)
-	if h.subscribed() {
+	ev := h.Events()
+	w.Confirmed(0, script.HandedChannel("k", "me"), true)
+	if h.Subscribed() {
 		t.Fatal("subscribed, with the handedChannel confirmed on a minority")
 	}
-	w.confirmed(1, script.HandedChannel("k", "me"), true)
-	if !h.subscribed() {
+	w.Confirmed(1, script.HandedChannel("k", "me"), true)
+	if !h.Subscribed() {
 		t.Fatal("not subscribed, with both channels confirmed on a majority")
 	}
 	select {
@@ -103,22 +104,22 @@ func TestAWaiterCountsHandOffsOnlyOnceItsHandedChannelIsConfirmed(t *testing.T) 
 	default:
 		t.Fatal("the waiters were not woken when the handedChannel's majority confirmed")
 	}
-	w.confirmed(1, script.HandedChannel("k", "me"), false)
-	if h.subscribed() {
+	w.Confirmed(1, script.HandedChannel("k", "me"), false)
+	if h.Subscribed() {
 		t.Fatal("subscribed, after the handedChannel's subscription ended on a master")
 	}
 
 	// On it, only a hand-off to this Client counts.
-	won := h.expect("tok", time.Minute)
+	won := h.Expect("tok", time.Minute)
 	for i := range 3 {
-		w.notice(i, script.HandedChannel("k", "me"), "handed other tok 0")
-		w.notice(i, script.HandedChannel("k", "me"), "acquired me tok 0")
+		w.Notice(i, script.HandedChannel("k", "me"), "handed other tok 0")
+		w.Notice(i, script.HandedChannel("k", "me"), "acquired me tok 0")
 	}
-	if kw.expects["tok"].n != 0 || kw.latest != noEvent {
-		t.Fatalf("notices not of a hand-off to this Client counted on its handedChannel: %d nodes, event %v", kw.expects["tok"].n, kw.latest)
+	if kw.Expects["tok"].N != 0 || kw.Latest != wait.NoEvent {
+		t.Fatalf("notices not of a hand-off to this Client counted on its handedChannel: %d nodes, event %v", kw.Expects["tok"].N, kw.Latest)
 	}
-	w.notice(0, script.HandedChannel("k", "me"), "handed me tok 0")
-	w.notice(2, script.HandedChannel("k", "me"), "handed me tok 0")
+	w.Notice(0, script.HandedChannel("k", "me"), "handed me tok 0")
+	w.Notice(2, script.HandedChannel("k", "me"), "handed me tok 0")
 	select {
 	case <-won:
 	default:
@@ -157,13 +158,13 @@ func (r *realNodes) recordedClients() ([]redis.UniversalClient, func() int) {
 }
 
 // watchState reads c's view of key under the waker's lock.
-func watchState(c *Client, key string) (kw keyWatch, ok bool) {
-	c.wk.mu.Lock()
-	defer c.wk.mu.Unlock()
-	if p := c.wk.keys[key]; p != nil {
+func watchState(c *Client, key string) (kw wait.KeyWatch, ok bool) {
+	c.wk.Mu.Lock()
+	defer c.wk.Mu.Unlock()
+	if p := c.wk.Keys[key]; p != nil {
 		return *p, true
 	}
-	return keyWatch{}, false
+	return wait.KeyWatch{}, false
 }
 
 // awaitSubscribed waits until at least n of c's masters confirmed its
@@ -172,7 +173,7 @@ func awaitSubscribed(t *testing.T, c *Client, key string, n int) {
 	t.Helper()
 	within(t, scaled(5*time.Second), "the subscriptions to "+key+"'s notices", func() bool {
 		for {
-			if kw, _ := watchState(c, key); kw.nsubs >= n && kw.nhsubs >= n {
+			if kw, _ := watchState(c, key); kw.Nsubs >= n && kw.Nhsubs >= n {
 				return true
 			}
 			time.Sleep(time.Millisecond) // the waker offers tests no signal
@@ -182,10 +183,10 @@ func awaitSubscribed(t *testing.T, c *Client, key string, n int) {
 
 // expecting is how many of c's announced tokens for key await a hand-off.
 func expecting(c *Client, key string) int {
-	c.wk.mu.Lock()
-	defer c.wk.mu.Unlock()
-	if kw := c.wk.keys[key]; kw != nil {
-		return len(kw.expects)
+	c.wk.Mu.Lock()
+	defer c.wk.Mu.Unlock()
+	if kw := c.wk.Keys[key]; kw != nil {
+		return len(kw.Expects)
 	}
 	return 0
 }
@@ -200,7 +201,7 @@ func expecting(c *Client, key string) int {
 func TestWaiterStandsDownWhenAnotherClientTakesTheKey(t *testing.T) {
 	r := startReal(t, 5)
 	holderC, takerC := r.client(), r.client()
-	defer takerC.wk.watch("k").close()
+	defer takerC.wk.Watch("k").Close()
 	waiterNodes, waiterCmds := r.recordedClients()
 	backoff := scaled(5 * time.Second)
 	waiterC, err := New(waiterNodes, WithRetryDelay(backoff, 2*backoff))
@@ -215,10 +216,10 @@ func TestWaiterStandsDownWhenAnotherClientTakesTheKey(t *testing.T) {
 	// One slot of 100 ms ahead of the waiter after the release: it is
 	// still waiting when the taker's notices arrive.
 	slot := scaled(100 * time.Millisecond)
-	waiterC.wk.mu.Lock()
-	kw := waiterC.wk.keys["k"]
-	kw.depth, kw.factor, kw.round = 2, 1, slot
-	waiterC.wk.mu.Unlock()
+	waiterC.wk.Mu.Lock()
+	kw := waiterC.wk.Keys["k"]
+	kw.Depth, kw.Factor, kw.Round = 2, 1, slot
+	waiterC.wk.Mu.Unlock()
 
 	before := waiterCmds()
 	if err := holder.Unlock(bg); err != nil {
@@ -232,7 +233,7 @@ func TestWaiterStandsDownWhenAnotherClientTakesTheKey(t *testing.T) {
 	}
 	within(t, scaled(5*time.Second), "the waiter hearing the taker", func() bool {
 		for {
-			if kw, _ := watchState(waiterC, "k"); kw.latest == taken && kw.holder == taker.Token() {
+			if kw, _ := watchState(waiterC, "k"); kw.Latest == wait.Taken && kw.Holder == taker.Token() {
 				return true
 			}
 			time.Sleep(time.Millisecond) // the waker offers tests no signal
@@ -585,7 +586,7 @@ func TestAQuietHoldersReleaseWakesAnotherClientsWaiter(t *testing.T) {
 func TestAnAnnouncedLockIsReleasedAloud(t *testing.T) {
 	r := startReal(t, 5)
 	c := r.client(withLinger(time.Millisecond))
-	h := c.wk.watch("lk:a") // as a waiter of c's would
+	h := c.wk.Watch("lk:a") // as a waiter of c's would
 	r.subscribed("lk:a")
 	listener := r.clients[0].Subscribe(bg, script.NoticeChannel("lk:a"))
 	defer listener.Close()
@@ -599,9 +600,9 @@ func TestAnAnnouncedLockIsReleasedAloud(t *testing.T) {
 	if l.quiet {
 		t.Fatal("a Client that watched the key took it without a notice")
 	}
-	h.close()
+	h.Close()
 	within(t, scaled(5*time.Second), "the watch to end", func() bool {
-		for c.wk.listening("lk:a") != 0 {
+		for c.wk.Listening("lk:a") != 0 {
 			time.Sleep(time.Millisecond) // the linger's timer gives no signal
 		}
 		return true
@@ -877,7 +878,7 @@ func TestAWaiterWhoseSubscriptionsDroppedStillHearsTheNextRelease(t *testing.T) 
 	r := startReal(t, 5)
 	holderC := r.client()
 	waiterC, slow, backoff := slowDialingWaiter(t, r)
-	defer waiterC.wk.watch("k").close() // subscribed before its first attempt
+	defer waiterC.wk.Watch("k").Close() // subscribed before its first attempt
 	r.subscribed("k")
 
 	first := mustLock(t, holderC, "k", time.Minute)
@@ -918,7 +919,7 @@ func TestAWaiterThatStartedWaitingSendsNoAttemptOnOtherNotices(t *testing.T) {
 	holder := mustLock(t, holderC, "k", time.Minute)
 	within(t, scaled(5*time.Second), "the waiter's Client hearing the holder", func() bool {
 		for {
-			if kw, _ := watchState(waiterC, "k"); kw.latest == taken && kw.holder == holder.Token() {
+			if kw, _ := watchState(waiterC, "k"); kw.Latest == wait.Taken && kw.Holder == holder.Token() {
 				return true
 			}
 			time.Sleep(time.Millisecond) // the waker offers tests no signal
@@ -936,7 +937,7 @@ func TestAWaiterThatStartedWaitingSendsNoAttemptOnOtherNotices(t *testing.T) {
 	}
 	within(t, scaled(5*time.Second), "the waiter's Client hearing the late notices", func() bool {
 		for {
-			if kw, _ := watchState(waiterC, "k"); kw.holder == "late-token" {
+			if kw, _ := watchState(waiterC, "k"); kw.Holder == "late-token" {
 				return true
 			}
 			time.Sleep(time.Millisecond) // the waker offers tests no signal

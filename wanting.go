@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/redlock-go/redlock/internal/master"
 	"github.com/redlock-go/redlock/internal/script"
+	"github.com/redlock-go/redlock/internal/wait"
 )
 
 // A wantOut is a waiter's announcement: its token, and when it was first
@@ -26,7 +27,7 @@ type wantOut struct {
 // subscription can hear the hand-off. A want that no node took is dropped.
 func (lp *waitLoop) announce() {
 	c := lp.c
-	if lp.w == nil || c.cfg.test.noRemoteHandOff || c.noticesOff() || !lp.w.subscribed() {
+	if lp.w == nil || c.cfg.test.noRemoteHandOff || c.noticesOff() || !lp.w.Subscribed() {
 		return
 	}
 	if lp.want != nil && !lp.want.at.IsZero() && time.Since(lp.want.at) < c.wantRefresh() {
@@ -42,7 +43,7 @@ func (lp *waitLoop) announce() {
 			return
 		}
 		token := id.String()
-		lp.want = &wantOut{token: token, handed: lp.w.expect(token, lp.ttl)}
+		lp.want = &wantOut{token: token, handed: lp.w.Expect(token, lp.ttl)}
 	}
 	now := time.Now() // before it is sent: the validity of a hand-off to it counts from here
 	if lp.want.first.IsZero() {
@@ -73,7 +74,7 @@ func (c *Client) wantRefresh() time.Duration {
 	if d := c.cfg.test.wantRefresh; d > 0 {
 		return d
 	}
-	return wantRefresh
+	return wait.WantRefresh
 }
 
 // publishWant publishes a waiter's want of key for token and ttl (0:
@@ -143,7 +144,7 @@ func (lp *waitLoop) takeHanded() (*Lock, error) {
 	defer c.bg.Done()
 	l := c.handedLock(lp.key, a.token, lp.ttl, true)
 	c.retire(lp.key, a.token, lp.ttl, l) // before unexpect: no notice falls between
-	c.heardHandOff(a.token, lp.w.unexpect(a.token))
+	c.heardHandOff(a.token, lp.w.Unexpect(a.token))
 	lp.want = nil
 	lp.served(a.token)
 	if validity(lp.ttl, time.Since(a.first), c.cfg.driftFactor) >= lp.ttl/2 {
@@ -235,7 +236,7 @@ func (lp *waitLoop) probe() (*Lock, error) {
 		h()
 	}
 	c.retire(lp.key, a.token, lp.ttl, l)
-	c.heardHandOff(a.token, lp.w.unexpect(a.token))
+	c.heardHandOff(a.token, lp.w.Unexpect(a.token))
 	lp.want = nil
 	lp.served(a.token)
 	return l, nil
@@ -256,8 +257,8 @@ func (lp *waitLoop) served(token string) {
 		defer c.bg.Done()
 		c.publishWant(lp.key, token, 0, lp.ttl)
 	}()
-	if h := c.wk.existing(lp.key); h != nil {
-		time.AfterFunc(wantFresh, h.close)
+	if h := c.wk.Existing(lp.key); h != nil {
+		time.AfterFunc(wait.WantFresh, h.Close)
 	}
 }
 
@@ -275,12 +276,12 @@ func (lp *waitLoop) withdraw() {
 		return // Close withdraws what is still expected
 	}
 	c.retire(lp.key, a.token, lp.ttl, nil) // before unexpect: no notice falls between
-	c.withdraw(lp.key, a.token, lp.ttl, lp.w.unexpect(a.token) != nil)
+	c.withdraw(lp.key, a.token, lp.ttl, lp.w.Unexpect(a.token) != nil)
 	c.bg.Done()
 	// Keep hearing the key a while, so that a hand-off already on its way
 	// to the token is heard, and released (lateHandOff).
-	if h := c.wk.existing(lp.key); h != nil {
-		time.AfterFunc(wantFresh, h.close)
+	if h := c.wk.Existing(lp.key); h != nil {
+		time.AfterFunc(wait.WantFresh, h.Close)
 	}
 }
 
@@ -313,12 +314,12 @@ func (c *Client) withdraw(key, token string, ttl time.Duration, heard bool) {
 // want for wantFresh, and would hand the key to it, where nobody would
 // release it from now on (an adversary review: the key taken for its TTL, 4
 // runs of 4).
-func (c *Client) withdrawAll(out, late []ticket) {
+func (c *Client) withdrawAll(out, late []wait.Ticket) {
 	if len(out) == 0 && len(late) == 0 {
 		return
 	}
 	for _, t := range out {
-		c.withdraw(t.key, t.token, t.ttl, false)
+		c.withdraw(t.Key, t.Token, t.TTL, false)
 	}
 	c.withdrawEverywhere(late)
 	time.Sleep(max(c.cfg.nodeTimeout, DefaultMaxNodeTimeout))
@@ -327,7 +328,7 @@ func (c *Client) withdrawAll(out, late []ticket) {
 	}
 	for _, t := range append(out, late...) {
 		for _, n := range c.nodes {
-			c.releaseNode(n, t.key, t.token, t.ttl)
+			c.releaseNode(n, t.Key, t.Token, t.TTL)
 		}
 	}
 }
@@ -340,15 +341,15 @@ func (c *Client) withdrawAll(out, late []ticket) {
 // withdrawal lands may come before a hand-off to the token by a Client
 // that has not heard it yet (an adversary review: the key taken for its
 // TTL, with a few hundred tickets withdrawn one round trip at a time).
-func (c *Client) withdrawEverywhere(tickets []ticket) {
+func (c *Client) withdrawEverywhere(tickets []wait.Ticket) {
 	if len(tickets) == 0 {
 		return
 	}
 	var longest time.Duration
 	channels, messages := make([]string, len(tickets)), make([]string, len(tickets))
 	for i, t := range tickets {
-		longest = max(longest, t.ttl)
-		msg := script.NewNotice(script.WantedNotice, t.key, c.id, t.token, 0)
+		longest = max(longest, t.TTL)
+		msg := script.NewNotice(script.WantedNotice, t.Key, c.id, t.Token, 0)
 		channels[i], messages[i] = msg.Channel, msg.Message
 	}
 	timeout := c.nodeTimeout(longest)
@@ -366,7 +367,7 @@ func (c *Client) withdrawEverywhere(tickets []ticket) {
 			if n.isCluster() {
 				chs = make([]string, len(tickets))
 				for i, t := range tickets {
-					chs[i] = n.channelOf(t.key, channels[i])
+					chs[i] = n.channelOf(t.Key, channels[i])
 				}
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), timeout)

@@ -31,8 +31,8 @@ import (
 // The watch ends with the test.
 func watching(t *testing.T, c *Client, key string) {
 	t.Helper()
-	h := c.wk.watch(key)
-	t.Cleanup(h.close)
+	h := c.wk.Watch(key)
+	t.Cleanup(h.Close)
 	awaitSubscribed(t, c, key, len(c.nodes))
 }
 
@@ -50,12 +50,12 @@ func wantKnown(t *testing.T, holder *Client, key string, n int) {
 // wantsOf returns the tokens of the wants c keeps for key, as they are
 // (stale ones too: nothing prunes them here).
 func wantsOf(c *Client, key string) []string {
-	c.wk.mu.Lock()
-	defer c.wk.mu.Unlock()
+	c.wk.Mu.Lock()
+	defer c.wk.Mu.Unlock()
 	var out []string
-	if kw := c.wk.keys[key]; kw != nil {
-		for _, w := range kw.wants {
-			out = append(out, w.token)
+	if kw := c.wk.Keys[key]; kw != nil {
+		for _, w := range kw.Wants {
+			out = append(out, w.Token)
 		}
 	}
 	return out
@@ -673,10 +673,10 @@ func TestAServedWantIsWithdrawnForTheOtherClients(t *testing.T) {
 // wantOver reports whether c heard that the want of token for key is over
 // (withdrawn, or served by a hand-off it heard).
 func wantOver(c *Client, key, token string) bool {
-	c.wk.mu.Lock()
-	defer c.wk.mu.Unlock()
-	kw := c.wk.keys[key]
-	return kw != nil && kw.finished(token)
+	c.wk.Mu.Lock()
+	defer c.wk.Mu.Unlock()
+	kw := c.wk.Keys[key]
+	return kw != nil && kw.Finished(token)
 }
 
 // TestHandedLockAfterALongWaitIsConfirmed: a waiter whose want went out
@@ -1663,7 +1663,7 @@ func handsOver(t *testing.T, h *Client, holder *Lock, res <-chan error) {
 // gapsOf returns c's count of gaps in its subscription to key.
 func gapsOf(c *Client, key string) int {
 	kw, _ := watchState(c, key)
-	return kw.gaps
+	return kw.Gaps
 }
 
 // awaitGaps waits until c counted n gaps in its subscription to key.
@@ -1679,12 +1679,12 @@ func awaitGaps(t *testing.T, c *Client, key string, n int) {
 
 // doubtfulWants counts the wants of key that c doubts.
 func doubtfulWants(c *Client, key string) int {
-	c.wk.mu.Lock()
-	defer c.wk.mu.Unlock()
+	c.wk.Mu.Lock()
+	defer c.wk.Mu.Unlock()
 	n := 0
-	if kw := c.wk.keys[key]; kw != nil {
-		for _, w := range kw.wants {
-			if w.doubtful(c.quorum) {
+	if kw := c.wk.Keys[key]; kw != nil {
+		for _, w := range kw.Wants {
+			if w.Doubtful(c.quorum) {
 				n++
 			}
 		}

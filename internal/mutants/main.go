@@ -484,15 +484,15 @@ var mutants = []mutant{
 	},
 	{
 		name:    "late-copy-of-a-withdrawn-want-kept",
-		file:    "wants.go",
-		from:    "	if kw.finished(token) {\n		return\n	}\n",
+		file:    "internal/wait/wants.go",
+		from:    "	if kw.Finished(token) {\n		return\n	}\n",
 		to:      "",
 		killers: "TestAWantSentToAHungMasterNeitherHoldsTheWaiterNorOutlivesItsWithdrawal",
 	},
 	{
 		name:    "close-leaves-wants-out",
 		file:    "wanting.go",
-		from:    "		c.withdraw(t.key, t.token, t.ttl, false)\n",
+		from:    "		c.withdraw(t.Key, t.Token, t.TTL, false)\n",
 		to:      "		_ = t\n",
 		killers: "TestClosingAWaitingClientWithdrawsItsWant",
 	},
@@ -527,7 +527,7 @@ var mutants = []mutant{
 	{
 		name:    "want-out-waits-the-longest-backoff",
 		file:    "retry.go",
-		from:    "	if lp.want != nil && !lp.want.first.IsZero() && (lp.held || lp.w.heldByOther()) {",
+		from:    "	if lp.want != nil && !lp.want.first.IsZero() && (lp.held || lp.w.HeldByOther()) {",
 		to:      "	if lp.want != nil && !lp.want.first.IsZero() {",
 		killers: "TestAWantNobodyHearsKeepsTheBackoff",
 	},
@@ -541,7 +541,7 @@ var mutants = []mutant{
 	{
 		name:    "close-releases-no-want-token",
 		file:    "wanting.go",
-		from:    "			c.releaseNode(n, t.key, t.token, t.ttl)\n",
+		from:    "			c.releaseNode(n, t.Key, t.Token, t.TTL)\n",
 		to:      "			_, _ = n, t\n",
 		killers: "TestAWaiterThatGivesUpDuringAHandOffToItFreesTheKey/Close",
 	},
@@ -878,43 +878,43 @@ var mutants = []mutant{
 	},
 	{
 		name:    "late-subscriber-never-tries-again",
-		file:    "waker.go",
-		from:    "	if kw.nsubs++; kw.nsubs == w.cfg.quorum {\n		kw.gaps++\n",
-		to:      "	if kw.nsubs++; kw.nsubs == w.cfg.quorum {\n",
+		file:    "internal/wait/waker.go",
+		from:    "	if kw.Nsubs++; kw.Nsubs == w.Cfg.Quorum {\n		kw.Gaps++\n",
+		to:      "	if kw.Nsubs++; kw.Nsubs == w.Cfg.Quorum {\n",
 		killers: "TestAWaiterSubscribedAfterTheReleaseStillHearsTheNextOne",
 	},
 	{
 		name:    "resubscription-not-a-gap",
-		file:    "waker.go",
-		from:    "		if on { // again: the node's connection was lost, and notices with it\n			kw.gaps++\n",
+		file:    "internal/wait/waker.go",
+		from:    "		if on { // again: the node's connection was lost, and notices with it\n			kw.Gaps++\n",
 		to:      "		if on { // again: the node's connection was lost, and notices with it\n",
 		killers: "TestAWaiterWhoseSubscriptionsDroppedStillHearsTheNextRelease",
 	},
 	{
 		name:    "a-doubtful-want-is-handed-the-key",
-		file:    "wants.go",
-		from:    "		if x.doubtful(w.cfg.quorum) {\n",
+		file:    "internal/wait/wants.go",
+		from:    "		if x.Doubtful(w.Cfg.Quorum) {\n",
 		to:      "		if false {\n",
 		killers: "TestAClientWhoseSubscriptionsDroppedHandsNothingToAWantItMayHaveMissedServed",
 	},
 	{
 		name:    "resubscription-leaves-wants-trusted",
-		file:    "waker.go",
-		from:    "			kw.gaps++\n			kw.deafTo(node)\n",
-		to:      "			kw.gaps++\n",
+		file:    "internal/wait/waker.go",
+		from:    "			kw.Gaps++\n			kw.deafTo(node)\n",
+		to:      "			kw.Gaps++\n",
 		killers: "TestAClientWhoseSubscriptionsDroppedHandsNothingToAWantItMayHaveMissedServed",
 	},
 	{
 		name:    "any-dropped-subscription-doubts-every-want",
-		file:    "wants.go",
-		from:    "func (w *want) doubtful(quorum int) bool { return w.ndeaf >= quorum }",
-		to:      "func (w *want) doubtful(quorum int) bool { return w.ndeaf > 0 }",
+		file:    "internal/wait/wants.go",
+		from:    "func (w *Want) Doubtful(quorum int) bool { return w.ndeaf >= quorum }",
+		to:      "func (w *Want) Doubtful(quorum int) bool { return w.ndeaf > 0 }",
 		killers: "TestAClientWhoseSubscriptionsDroppedOnAMinorityKeepsTheWantsInLine",
 	},
 	{
 		name:    "an-older-tokens-withdrawal-takes-the-newer-want",
-		file:    "wants.go",
-		from:    "		if ttl == 0 && w.token != token {\n			break // an older want's withdrawal: the Client's newer want stands\n		}\n",
+		file:    "internal/wait/wants.go",
+		from:    "		if ttl == 0 && w.Token != token {\n			break // an older want's withdrawal: the Client's newer want stands\n		}\n",
 		to:      "",
 		killers: "TestAWithdrawalOfAnOlderWantLeavesTheClientsNewerOne",
 	},
@@ -935,7 +935,7 @@ var mutants = []mutant{
 	{
 		name:    "waiter-counts-gaps-from-zero",
 		file:    "retry.go",
-		from:    "	lp.gaps = lp.w.gaps() // a call that starts by waiting trusts what the watch heard so far\n",
+		from:    "	lp.gaps = lp.w.Gaps() // a call that starts by waiting trusts what the watch heard so far\n",
 		to:      "",
 		killers: "TestAWaiterThatStartedWaitingSendsNoAttemptOnOtherNotices",
 	},
@@ -963,14 +963,14 @@ var mutants = []mutant{
 	{
 		name:    "watched-key-taken-quietly",
 		file:    "acquire.go",
-		from:    "	if c.wk.listening(key) > 0 {\n",
+		from:    "	if c.wk.Listening(key) > 0 {\n",
 		to:      "	if false {\n",
 		killers: "TestAnAnnouncedLockIsReleasedAloud",
 	},
 	{
 		name:    "a-releases-later-notices-wake-nobody",
-		file:    "watch.go",
-		from:    "			if kw.latest == released {\n				kw.wake()",
+		file:    "internal/wait/watch.go",
+		from:    "			if kw.Latest == Released {\n				kw.wake()",
 		to:      "			if false {\n				kw.wake()",
 		killers: "TestAWaiterWhoseAttemptLostToAReleaseOnItsWayHearsTheRestOfIt",
 	},
@@ -984,15 +984,15 @@ var mutants = []mutant{
 	{
 		name:    "a-new-waiter-counts-events-from-after-its-watch",
 		file:    "retry.go",
-		from:    "lp.events, _, _ = lp.w.sinceTaken()",
-		to:      "lp.events = lp.w.events()",
+		from:    "lp.events, _, _ = lp.w.SinceTaken()",
+		to:      "lp.events = lp.w.Events()",
 		killers: "TestAWaiterWhoseSubscriptionWasActiveBeforeItLookedTriesAgain",
 	},
 	{
 		name:    "multi-key-waiter-acts-on-repeats",
 		file:    "multi.go",
-		from:    "if releases[j] != n && w.latest() == released {",
-		to:      "if (releases[j] != n || true) && w.latest() == released {",
+		from:    "if releases[j] != n && w.Latest() == wait.Released {",
+		to:      "if (releases[j] != n || true) && w.Latest() == wait.Released {",
 		killers: "TestAMultiKeyWaiterActsOnlyOnANewRelease",
 	},
 	{
@@ -1012,36 +1012,36 @@ var mutants = []mutant{
 	{
 		name:    "multi-key-refusal-marks-count-from-the-attempts-start",
 		file:    "multi.go",
-		from:    "m.at[i][node] = w.nodeReleases(node) // 0 while unwatched: the watch counts from 0",
-		to:      "m.at[i][node] = m.began[i][node] + 0*w.nodeReleases(node)",
+		from:    "m.at[i][node] = w.NodeReleases(node) // 0 while unwatched: the watch counts from 0",
+		to:      "m.at[i][node] = m.began[i][node] + 0*w.NodeReleases(node)",
 		killers: "TestAMultiKeyWaiterActsOnlyOnANewRelease",
 	},
 	{
 		name:    "multi-key-waiter-acts-on-late-releases-after-losing-everywhere",
 		file:    "multi.go",
-		from:    "return m.yes && m.watches[i].releasedSince(m.at[i])",
-		to:      "return m.watches[i].releasedSince(m.at[i])",
+		from:    "return m.yes && m.watches[i].ReleasedSince(m.at[i])",
+		to:      "return m.watches[i].ReleasedSince(m.at[i])",
 		killers: "TestAMultiKeyWaiterActsOnlyOnANewRelease",
 	},
 	{
 		name:    "a-new-multi-key-waiter-counts-releases-from-after-its-watch",
 		file:    "multi.go",
-		from:    "events[i], releases[i], gaps[i] = watches[i].sinceTaken()",
-		to:      "_, _, gaps[i] = watches[i].sinceTaken(); events[i], releases[i] = watches[i].releasesSince()",
+		from:    "events[i], releases[i], gaps[i] = watches[i].SinceTaken()",
+		to:      "_, _, gaps[i] = watches[i].SinceTaken(); events[i], releases[i] = watches[i].ReleasesSince()",
 		killers: "TestAMultiWaiterCountsReleasesFromItsWatch",
 	},
 	{
 		name:    "a-multi-key-waiter-watches-no-key-before-its-first-attempt",
 		file:    "multi.go",
-		from:    "watches[i] = c.wk.existing(k)",
+		from:    "watches[i] = c.wk.Existing(k)",
 		to:      "watches[i] = nil; _ = k",
 		killers: "TestAMultiWaiterHearsAReleaseDuringItsFirstAttempt",
 	},
 	{
 		name:    "a-multi-key-waiter-ignores-gaps",
 		file:    "multi.go",
-		from:    "if w.gaps() != gaps[j] && w.subscribed() {",
-		to:      "if false && w.gaps() != gaps[j] && w.subscribed() {",
+		from:    "if w.Gaps() != gaps[j] && w.Subscribed() {",
+		to:      "if false && w.Gaps() != gaps[j] && w.Subscribed() {",
 		killers: "TestAMultiWaiterTriesAgainWhenItsSubscriptionBecomesActive",
 	},
 	{
@@ -1096,7 +1096,7 @@ var mutants = []mutant{
 	{
 		name:    "close-forgets-wants-given-up-lately",
 		file:    "redlock.go",
-		from:    "c.lateTickets(time.Now().Add(-wantFresh))",
+		from:    "c.lateTickets(time.Now().Add(-wait.WantFresh))",
 		to:      "nil",
 		killers: "TestCloseReleasesAHandOffToAWantItGaveUpLately",
 	},
@@ -1138,15 +1138,15 @@ var mutants = []mutant{
 	{
 		name:    "hand-off-announced-to-every-client",
 		file:    "handoff.go",
-		from:    "		announce.Channel = script.HandOffChannel(l.key, to.remote.client)",
+		from:    "		announce.Channel = script.HandOffChannel(l.key, to.remote.Client)",
 		to:      "		announce.Channel = script.NoticeChannel(l.key)",
 		killers: "TestAHandOffIsHeardByItsRecipientAlone",
 	},
 	{
 		name:    "handed-channel-not-sharded-on-a-cluster",
-		file:    "waker.go",
-		from:    "script.ChannelOn(op.key, script.HandedChannel(op.key, w.cfg.id), s.sharded)",
-		to:      "script.HandedChannel(op.key, w.cfg.id)",
+		file:    "internal/wait/waker.go",
+		from:    "script.ChannelOn(op.key, script.HandedChannel(op.key, w.Cfg.ID), s.sharded)",
+		to:      "script.HandedChannel(op.key, w.Cfg.ID)",
 		killers: "TestClusterVotes/a_hand-off_to_another_Client's_waiter",
 	},
 	{
@@ -1167,7 +1167,7 @@ var mutants = []mutant{
 		name:    "close-withdraws-one-round-trip-at-a-time",
 		file:    "internal/master/conn.go",
 		from:    "				p.Publish(ctx, ch, messages[i])",
-		to:      "				g.c.Publish(ctx, ch, messages[i])",
+		to:      "				g.C.Publish(ctx, ch, messages[i])",
 		killers: "TestCloseReleasesServedWantsOnlyOnceTheirWithdrawalsLanded",
 	},
 	{
@@ -1215,8 +1215,8 @@ var mutants = []mutant{
 	{
 		name:    "remote-hand-off-sets-less-than-the-wants-ttl",
 		file:    "handoff.go",
-		from:    "		announce = script.NewNotice(script.HandedNotice, l.key, to.remote.client, to.remote.token, 0)\n",
-		to:      "		announce = script.NewNotice(script.HandedNotice, l.key, to.remote.client, to.remote.token, 0)\n		nttl /= 4\n",
+		from:    "		announce = script.NewNotice(script.HandedNotice, l.key, to.remote.Client, to.remote.Token, 0)\n",
+		to:      "		announce = script.NewNotice(script.HandedNotice, l.key, to.remote.Client, to.remote.Token, 0)\n		nttl /= 4\n",
 		killers: "TestAWaiterCountsALostHandOffRoundsMaster",
 	},
 	{
@@ -1305,9 +1305,9 @@ var mutants = []mutant{
 	},
 	{
 		name:    "waiter-counts-hand-offs-before-its-handed-channel-is-confirmed",
-		file:    "wants.go",
-		from:    "	return h.kw.nsubs >= h.w.cfg.quorum && h.kw.nhsubs >= h.w.cfg.quorum",
-		to:      "	return h.kw.nsubs >= h.w.cfg.quorum",
+		file:    "internal/wait/wants.go",
+		from:    "	return h.Kw.Nsubs >= h.W.Cfg.Quorum && h.Kw.Nhsubs >= h.W.Cfg.Quorum",
+		to:      "	return h.Kw.Nsubs >= h.W.Cfg.Quorum",
 		killers: "TestAWaiterCountsHandOffsOnlyOnceItsHandedChannelIsConfirmed",
 	},
 }
@@ -1321,6 +1321,7 @@ func main() {
 	baseline := flag.Bool("baseline", false, "first run the shared build's killers with no mutant chosen: all must pass")
 	parallel := flag.Int("parallel", 2, "run this many mutants' tests side by side (they mostly wait on the masters)")
 	check := flag.Bool("check", false, "only check that every mutant applies (its from occurs once in its file); run no test")
+	buildOnly := flag.Bool("build", false, "only build the shared build of the chosen mutants (schemata.go), and say whether it builds; run no test")
 	flag.Parse()
 
 	root, err := moduleRoot()
@@ -1343,6 +1344,20 @@ func main() {
 	var shared *build
 	if !*alone {
 		shared, in = buildShared(root, chosen, *timeout)
+	}
+	if *buildOnly {
+		if shared == nil {
+			os.Exit(1)
+		}
+		fmt.Printf("the shared build holds %d of %d mutants, and builds (%.0fs); the others build alone:\n", len(in), len(chosen), shared.took.Seconds())
+		for i, m := range chosen {
+			if !in[i] {
+				fmt.Printf("  %s (%s)\n", m.name, m.file)
+			}
+		}
+		shared.shared = false
+		shared.remove()
+		return
 	}
 	if *baseline && shared != nil {
 		start := time.Now()

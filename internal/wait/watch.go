@@ -1,7 +1,7 @@
 // What a Client knows of a key from its notices, and how its waiters act on
 // it: seniority slots after a release, standing down when another takes it.
 
-package redlock
+package wait
 
 import (
 	"math"
@@ -23,17 +23,17 @@ const (
 type event int
 
 // approach is how a Lock call starts, given what its Client knows of the key.
-type approach int
+type Approach int
 
 // keyWatch is what a Client knows of one key from its notices.
-type keyWatch struct {
+type KeyWatch struct {
 	refs   int
 	linger *time.Timer // unsubscribes once refs has stayed 0 for subscriptionLinger
 
-	ch       chan struct{} // closed, and replaced, on each new event
-	latest   event
+	Ch       chan struct{} // closed, and replaced, on each new event
+	Latest   event
 	foreign  bool      // the latest event came from another Client
-	holder   string    // the token of the latest taken event, until released
+	Holder   string    // the token of the latest taken event, until released
 	othersAt time.Time // when another Client's lock or release was last heard
 
 	released [8]string // tokens whose release was heard: each node repeats it
@@ -42,26 +42,26 @@ type keyWatch struct {
 	// nodeReleases counts the release notices heard from each node, repeats
 	// included: a LockMulti waiter tries again when a node that refused its
 	// attempt announces a release after it did (refusalMarks).
-	nodeReleases []int
+	NodeReleases []int
 	votes        [8]tokenVotes // nodes that announced each recent acquisition
 	nextVote     int
 
-	wants    []*want    // other Clients' waiters that asked for the key (wants.go)
+	Wants    []*Want    // other Clients' waiters that asked for the key (wants.go)
 	done     [64]string // tokens whose want is over (withdrawn or served): late copies are ignored
 	nextDone int
-	expects  map[string]*expected // this Client's waiters' announced tokens
+	Expects  map[string]*expected // this Client's waiters' announced tokens
 	subs     []bool               // nodes where the subscription to the key is confirmed
-	nsubs    int
+	Nsubs    int
 	hsubs    []bool // nodes where the subscription to the Client's handedChannel of the key is
-	nhsubs   int
+	Nhsubs   int
 	// gaps counts the times the subscription may have missed notices: it
 	// became active (a majority confirmed it), or a node confirmed it again
 	// (go-redis re-subscribes after a lost connection, silently).
-	gaps int
+	Gaps int
 
-	round  time.Duration // attempt duration, moving average
-	factor float64       // a slot is factor × round
-	depth  float64       // the age at which waiters lately won the key
+	Round  time.Duration // attempt duration, moving average
+	Factor float64       // a slot is factor × round
+	Depth  float64       // the age at which waiters lately won the key
 }
 
 type tokenVotes struct {
@@ -72,10 +72,10 @@ type tokenVotes struct {
 
 // A watcher is one waiter's reference to a keyWatch. Its methods may be
 // called on a nil *watcher, which knows nothing (notices are off).
-type watcher struct {
-	w    *waker
-	key  string
-	kw   *keyWatch
+type Watcher struct {
+	W    *Waker
+	Key  string
+	Kw   *KeyWatch
 	once sync.Once
 	// What the reference saw when it was taken (sinceTaken).
 	taken                    <-chan struct{}
@@ -84,23 +84,23 @@ type watcher struct {
 
 // close drops the reference; the subscription lingers a while after the
 // last one.
-func (h *watcher) close() {
+func (h *Watcher) Close() {
 	if h == nil {
 		return
 	}
 	h.once.Do(func() {
-		w, kw := h.w, h.kw
-		w.mu.Lock()
-		defer w.mu.Unlock()
+		w, kw := h.W, h.Kw
+		w.Mu.Lock()
+		defer w.Mu.Unlock()
 		if kw.refs--; kw.refs > 0 || w.closed {
 			return
 		}
-		kw.linger = time.AfterFunc(w.cfg.linger, func() {
-			w.mu.Lock()
-			defer w.mu.Unlock()
-			if kw.refs == 0 && w.keys[h.key] == kw && !w.closed {
-				delete(w.keys, h.key)
-				w.queue(subOp{false, h.key})
+		kw.linger = time.AfterFunc(w.Cfg.Linger, func() {
+			w.Mu.Lock()
+			defer w.Mu.Unlock()
+			if kw.refs == 0 && w.Keys[h.Key] == kw && !w.closed {
+				delete(w.Keys, h.Key)
+				w.queue(subOp{false, h.Key})
 			}
 		})
 	})
@@ -108,26 +108,26 @@ func (h *watcher) close() {
 
 // events returns the channel closed at the next event. Take it before an
 // attempt, so that an event during the attempt is not missed.
-func (h *watcher) events() <-chan struct{} {
+func (h *Watcher) Events() <-chan struct{} {
 	if h == nil {
 		return nil
 	}
-	h.w.mu.Lock()
-	defer h.w.mu.Unlock()
-	return h.kw.ch
+	h.W.Mu.Lock()
+	defer h.W.Mu.Unlock()
+	return h.Kw.Ch
 }
 
 // releasesSince returns the channel closed at the key's next notice, and
 // how many releases the key had so far, read together: a waiter that acts
 // only on a new release (LockMulti) tells one from a wake by a release's
 // repeat, or by any other notice.
-func (h *watcher) releasesSince() (<-chan struct{}, int) {
+func (h *Watcher) ReleasesSince() (<-chan struct{}, int) {
 	if h == nil {
 		return nil, 0
 	}
-	h.w.mu.Lock()
-	defer h.w.mu.Unlock()
-	return h.kw.ch, h.kw.releases
+	h.W.Mu.Lock()
+	defer h.W.Mu.Unlock()
+	return h.Kw.Ch, h.Kw.releases
 }
 
 // sinceTaken returns what the reference saw when it was taken: the key's
@@ -138,7 +138,7 @@ func (h *watcher) releasesSince() (<-chan struct{}, int) {
 // would have asked, and that wake may be the only one it gets (an
 // adversary's burst test, and the LockMulti trials: waiters slept their
 // whole backoff with the key free).
-func (h *watcher) sinceTaken() (events <-chan struct{}, releases, gaps int) {
+func (h *Watcher) SinceTaken() (events <-chan struct{}, releases, gaps int) {
 	if h == nil {
 		return nil, 0, 0
 	}
@@ -147,31 +147,31 @@ func (h *watcher) sinceTaken() (events <-chan struct{}, releases, gaps int) {
 
 // nodeReleases returns how many release notices of the key node
 // announced so far.
-func (h *watcher) nodeReleases(node int) int {
+func (h *Watcher) NodeReleases(node int) int {
 	if h == nil {
 		return 0
 	}
-	h.w.mu.Lock()
-	defer h.w.mu.Unlock()
-	if node >= len(h.kw.nodeReleases) {
+	h.W.Mu.Lock()
+	defer h.W.Mu.Unlock()
+	if node >= len(h.Kw.NodeReleases) {
 		return 0
 	}
-	return h.kw.nodeReleases[node]
+	return h.Kw.NodeReleases[node]
 }
 
 // releasedSince reports whether the key was released (its latest event),
 // and a node announced a release since marks (by node, -1: not asked).
-func (h *watcher) releasedSince(marks []int) bool {
+func (h *Watcher) ReleasedSince(marks []int) bool {
 	if h == nil {
 		return false
 	}
-	h.w.mu.Lock()
-	defer h.w.mu.Unlock()
-	if h.kw.latest != released {
+	h.W.Mu.Lock()
+	defer h.W.Mu.Unlock()
+	if h.Kw.Latest != Released {
 		return false
 	}
 	for n, m := range marks {
-		if m >= 0 && n < len(h.kw.nodeReleases) && h.kw.nodeReleases[n] > m {
+		if m >= 0 && n < len(h.Kw.NodeReleases) && h.Kw.NodeReleases[n] > m {
 			return true
 		}
 	}
@@ -179,41 +179,41 @@ func (h *watcher) releasedSince(marks []int) bool {
 }
 
 // latest returns the key's latest event.
-func (h *watcher) latest() event {
+func (h *Watcher) Latest() event {
 	if h == nil {
-		return noEvent
+		return NoEvent
 	}
-	h.w.mu.Lock()
-	defer h.w.mu.Unlock()
-	return h.kw.latest
+	h.W.Mu.Lock()
+	defer h.W.Mu.Unlock()
+	return h.Kw.Latest
 }
 
 // heldByOther reports whether the key's latest event is another Client's
 // taking it.
-func (h *watcher) heldByOther() bool {
+func (h *Watcher) HeldByOther() bool {
 	if h == nil {
 		return false
 	}
-	h.w.mu.Lock()
-	defer h.w.mu.Unlock()
-	return h.kw.latest == taken && h.kw.foreign
+	h.W.Mu.Lock()
+	defer h.W.Mu.Unlock()
+	return h.Kw.Latest == Taken && h.Kw.foreign
 }
 
 // approach tells how a Lock call should start.
-func (h *watcher) approach() approach {
+func (h *Watcher) Approach() Approach {
 	if h == nil {
-		return attemptNow
+		return AttemptNow
 	}
-	h.w.mu.Lock()
-	defer h.w.mu.Unlock()
-	kw := h.kw
+	h.W.Mu.Lock()
+	defer h.W.Mu.Unlock()
+	kw := h.Kw
 	switch {
-	case kw.latest == taken && kw.foreign:
-		return waitFirst
-	case kw.latest == released && time.Since(kw.othersAt) < h.w.cfg.linger:
-		return jitterFirst
+	case kw.Latest == Taken && kw.foreign:
+		return WaitFirst
+	case kw.Latest == Released && time.Since(kw.othersAt) < h.W.Cfg.Linger:
+		return JitterFirst
 	}
-	return attemptNow
+	return AttemptNow
 }
 
 // delay draws the wait before an attempt after a release, for a waiter that
@@ -221,40 +221,40 @@ func (h *watcher) approach() approach {
 // slot for each release fewer than the recent winners had seen, plus a
 // random part of a slot. The longest waiter thus usually goes first, and
 // the next ones hear it take the key before their turn and stand down.
-func (h *watcher) delay(age int) time.Duration {
-	h.w.mu.Lock()
-	defer h.w.mu.Unlock()
-	kw := h.kw
-	slot := time.Duration(kw.factor * float64(kw.round))
-	ahead := max(0, min(math.Round(kw.depth)-float64(age), 64))
+func (h *Watcher) Delay(age int) time.Duration {
+	h.W.Mu.Lock()
+	defer h.W.Mu.Unlock()
+	kw := h.Kw
+	slot := time.Duration(kw.Factor * float64(kw.Round))
+	ahead := max(0, min(math.Round(kw.Depth)-float64(age), 64))
 	// Never longer than the backoff could be: notices steer the order, the
 	// timer bounds the wait.
-	return min(time.Duration(ahead)*slot+rand.N(slot/2+1), h.w.cfg.maxDelay)
+	return min(time.Duration(ahead)*slot+rand.N(slot/2+1), h.W.Cfg.MaxDelay)
 }
 
 // attempted records how long an attempt took and, for one made after a
 // delay, whether it lost to another waiter's (which widens the window).
-func (h *watcher) attempted(took time.Duration, delayed, lost bool) {
+func (h *Watcher) Attempted(took time.Duration, delayed, lost bool) {
 	if h == nil {
 		return
 	}
-	h.w.mu.Lock()
-	defer h.w.mu.Unlock()
-	if h.kw.round == 0 {
-		h.kw.round = took
+	h.W.Mu.Lock()
+	defer h.W.Mu.Unlock()
+	if h.Kw.Round == 0 {
+		h.Kw.Round = took
 	}
-	h.kw.round += (took - h.kw.round) / 4
+	h.Kw.Round += (took - h.Kw.Round) / 4
 	if delayed && lost {
-		h.kw.factor = min(1.25*h.kw.factor, maxSlotFactor)
+		h.Kw.Factor = min(1.25*h.Kw.Factor, maxSlotFactor)
 	}
 }
 
 // stoodDown records that another waiter took the lock before this one's
 // delay ran out: the slots separated them, so they may narrow a little.
-func (h *watcher) stoodDown() {
-	h.w.mu.Lock()
-	defer h.w.mu.Unlock()
-	h.kw.factor = max(h.kw.factor*0.98, minSlotFactor)
+func (h *Watcher) StoodDown() {
+	h.W.Mu.Lock()
+	defer h.W.Mu.Unlock()
+	h.Kw.Factor = max(h.Kw.Factor*0.98, minSlotFactor)
 }
 
 // event records a new event and wakes the watchers. The release of a token
@@ -266,14 +266,14 @@ func (h *watcher) stoodDown() {
 // may have lost to the nodes it had not reached yet; this node's notice
 // says it has now (an adversary review found waiters asleep for their
 // longest backoff with the key free).
-func (kw *keyWatch) event(e event, foreign bool, token string) {
+func (kw *KeyWatch) event(e event, foreign bool, token string) {
 	switch e {
-	case released:
-		if kw.holder != "" && kw.holder != token {
+	case Released:
+		if kw.Holder != "" && kw.Holder != token {
 			return
 		}
 		if kw.wasReleased(token) {
-			if kw.latest == released {
+			if kw.Latest == Released {
 				kw.wake()
 			}
 			return
@@ -281,21 +281,21 @@ func (kw *keyWatch) event(e event, foreign bool, token string) {
 		kw.released[kw.nextRel] = token
 		kw.nextRel = (kw.nextRel + 1) % len(kw.released)
 		kw.releases++
-		kw.holder = ""
-	case taken:
-		kw.holder = token
+		kw.Holder = ""
+	case Taken:
+		kw.Holder = token
 	}
-	kw.latest, kw.foreign = e, foreign
+	kw.Latest, kw.foreign = e, foreign
 	kw.wake()
 }
 
 // wake wakes the key's waiters, to look at what they know again.
-func (kw *keyWatch) wake() {
-	close(kw.ch)
-	kw.ch = make(chan struct{})
+func (kw *KeyWatch) wake() {
+	close(kw.Ch)
+	kw.Ch = make(chan struct{})
 }
 
-func (kw *keyWatch) wasReleased(token string) bool {
+func (kw *KeyWatch) wasReleased(token string) bool {
 	for _, t := range kw.released {
 		if t == token {
 			return true
@@ -306,7 +306,7 @@ func (kw *keyWatch) wasReleased(token string) bool {
 
 // vote counts node's announcement that it gave the key to token and returns
 // how many distinct nodes did.
-func (kw *keyWatch) vote(token string, node, nodes int) int {
+func (kw *KeyWatch) vote(token string, node, nodes int) int {
 	for i := range kw.votes {
 		v := &kw.votes[i]
 		if v.token == token {
@@ -325,14 +325,14 @@ func (kw *keyWatch) vote(token string, node, nodes int) int {
 }
 
 const (
-	noEvent  event = iota
-	released       // the last holder released the key
-	taken          // a majority of nodes gave the key to one token
+	NoEvent  event = iota
+	Released       // the last holder released the key
+	Taken          // a majority of nodes gave the key to one token
 )
 
 const (
-	attemptNow  approach = iota // no contention known: try at once
-	jitterFirst                 // just released, others are waiting: draw a delay
-	waitFirst                   // another Client holds it: wait for the release
-	handedOver                  // a hand-off gave the call's want the key (wants.go)
+	AttemptNow  Approach = iota // no contention known: try at once
+	JitterFirst                 // just released, others are waiting: draw a delay
+	WaitFirst                   // another Client holds it: wait for the release
+	HandedOver                  // a hand-off gave the call's want the key (wants.go)
 )

@@ -1,7 +1,7 @@
 // Waiters that ask other Clients' holders for the key, and holders that
 // hand it to them: one round per turn across processes.
 
-package redlock
+package wait
 
 import (
 	"time"
@@ -58,16 +58,16 @@ import (
 
 const (
 	// wantRefresh is how often a waiter repeats its want.
-	wantRefresh = time.Second
+	WantRefresh = time.Second
 	// wantFresh is how long a holder keeps a want it heard, since its last
 	// repetition.
-	wantFresh = 3 * wantRefresh
+	WantFresh = 3 * WantRefresh
 )
 
 // A want is a waiter of another Client that asked for a key.
-type want struct {
-	client, token string
-	ttl           time.Duration
+type Want struct {
+	Client, Token string
+	TTL           time.Duration
 	at            time.Time // when its token was first heard: its place in line
 	seen          time.Time // when it was last heard
 	// deaf lists the nodes whose notices this Client may have missed since
@@ -84,7 +84,7 @@ type want struct {
 
 // hearFrom starts w's deaf list anew: the nodes whose subscription subs
 // (nil: none yet) has not confirmed, of n.
-func (w *want) hearFrom(subs []bool, n int) {
+func (w *Want) hearFrom(subs []bool, n int) {
 	w.deaf, w.ndeaf = w.deaf[:0], 0
 	for i := range n {
 		deaf := subs == nil || !subs[i]
@@ -97,13 +97,13 @@ func (w *want) hearFrom(subs []bool, n int) {
 
 // doubtful reports whether w may be over unheard: a majority of the nodes
 // were deaf since it was last heard.
-func (w *want) doubtful(quorum int) bool { return w.ndeaf >= quorum }
+func (w *Want) Doubtful(quorum int) bool { return w.ndeaf >= quorum }
 
 // expected is one of this Client's announced tokens: which nodes handed
 // the key to it.
 type expected struct {
 	nodes []bool
-	n     int
+	N     int
 	won   chan struct{} // closed once a majority did
 	ttl   time.Duration // the TTL the want asked for
 }
@@ -113,40 +113,40 @@ type expected struct {
 // that token: a Client's newer want outlives an older one's withdrawal). A want
 // of a token withdrawn or served already is a late copy (a master that was
 // paused sends it after the withdrawal, sent to another): it is ignored.
-func (kw *keyWatch) wanted(client, token string, ttl time.Duration, now time.Time, nodes int) {
-	if kw.finished(token) {
+func (kw *KeyWatch) wanted(client, token string, ttl time.Duration, now time.Time, nodes int) {
+	if kw.Finished(token) {
 		return
 	}
 	if ttl == 0 {
 		kw.finish(token)
 	}
-	for i, w := range kw.wants {
-		if w.client != client {
+	for i, w := range kw.Wants {
+		if w.Client != client {
 			continue
 		}
-		if ttl > 0 && w.token == token {
+		if ttl > 0 && w.Token == token {
 			w.seen = now
 			w.hearFrom(kw.subs, nodes)
 			return
 		}
-		if ttl == 0 && w.token != token {
+		if ttl == 0 && w.Token != token {
 			break // an older want's withdrawal: the Client's newer want stands
 		}
-		kw.wants = append(kw.wants[:i], kw.wants[i+1:]...)
+		kw.Wants = append(kw.Wants[:i], kw.Wants[i+1:]...)
 		break
 	}
 	if ttl > 0 {
-		w := &want{client: client, token: token, ttl: ttl, at: now, seen: now}
+		w := &Want{Client: client, Token: token, TTL: ttl, at: now, seen: now}
 		w.hearFrom(kw.subs, nodes)
-		kw.wants = append(kw.wants, w)
+		kw.Wants = append(kw.Wants, w)
 	}
 }
 
 // deafTo records that the watch may have missed node's notices (its
 // subscription there ended, or was confirmed again after a lost
 // connection): among them, perhaps, those that a want was served.
-func (kw *keyWatch) deafTo(node int) {
-	for _, w := range kw.wants {
+func (kw *KeyWatch) deafTo(node int) {
+	for _, w := range kw.Wants {
 		if node < len(w.deaf) && !w.deaf[node] {
 			w.deaf[node] = true
 			w.ndeaf++
@@ -155,26 +155,26 @@ func (kw *keyWatch) deafTo(node int) {
 }
 
 // served drops the want of token: a node handed it the key.
-func (kw *keyWatch) served(token string) {
+func (kw *KeyWatch) served(token string) {
 	kw.finish(token)
-	for i, w := range kw.wants {
-		if w.token == token {
-			kw.wants = append(kw.wants[:i], kw.wants[i+1:]...)
+	for i, w := range kw.Wants {
+		if w.Token == token {
+			kw.Wants = append(kw.Wants[:i], kw.Wants[i+1:]...)
 			return
 		}
 	}
 }
 
 // finish records that token's want is over (withdrawn or served).
-func (kw *keyWatch) finish(token string) {
-	if !kw.finished(token) {
+func (kw *KeyWatch) finish(token string) {
+	if !kw.Finished(token) {
 		kw.done[kw.nextDone] = token
 		kw.nextDone = (kw.nextDone + 1) % len(kw.done)
 	}
 }
 
 // finished reports whether token's want was recorded as over.
-func (kw *keyWatch) finished(token string) bool {
+func (kw *KeyWatch) Finished(token string) bool {
 	for _, t := range kw.done {
 		if t == token {
 			return true
@@ -184,15 +184,15 @@ func (kw *keyWatch) finished(token string) bool {
 }
 
 // fresh drops the wants not repeated for wantFresh and returns the rest.
-func (kw *keyWatch) fresh(now time.Time) []*want {
-	kept := kw.wants[:0]
-	for _, w := range kw.wants {
-		if now.Sub(w.seen) < wantFresh {
+func (kw *KeyWatch) fresh(now time.Time) []*Want {
+	kept := kw.Wants[:0]
+	for _, w := range kw.Wants {
+		if now.Sub(w.seen) < WantFresh {
 			kept = append(kept, w)
 		}
 	}
-	clear(kw.wants[len(kept):])
-	kw.wants = kept
+	clear(kw.Wants[len(kept):])
+	kw.Wants = kept
 	return kept
 }
 
@@ -204,14 +204,14 @@ func (kw *keyWatch) fresh(now time.Time) []*want {
 // announcement, less drift); only this Client deletes it, and a master
 // that loses it by a restart is held back by the restart guard for longer
 // (TestAWaiterCountsALostHandOffRoundsMaster).
-func (kw *keyWatch) handed(token string, node, quorum int) bool {
-	e := kw.expects[token]
+func (kw *KeyWatch) handed(token string, node, quorum int) bool {
+	e := kw.Expects[token]
 	if e == nil {
 		return false
 	}
 	if !e.nodes[node] {
 		e.nodes[node] = true
-		if e.n++; e.n == quorum {
+		if e.N++; e.N == quorum {
 			close(e.won)
 		}
 	}
@@ -221,16 +221,16 @@ func (kw *keyWatch) handed(token string, node, quorum int) bool {
 // claimWant returns the want that asked first, if it asked before since (a
 // local waiter's arrival; zero: there is none), and forgets it; nil if
 // there is none.
-func (w *waker) claimWant(key string, since time.Time) *want {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	kw := w.keys[key]
+func (w *Waker) ClaimWant(key string, since time.Time) *Want {
+	w.Mu.Lock()
+	defer w.Mu.Unlock()
+	kw := w.Keys[key]
 	if kw == nil {
 		return nil
 	}
-	var first *want
+	var first *Want
 	for _, x := range kw.fresh(time.Now()) {
-		if x.doubtful(w.cfg.quorum) {
+		if x.Doubtful(w.Cfg.Quorum) {
 			continue // it may have been served: handed again, nobody would hold its token
 		}
 		if first == nil || x.at.Before(first.at) {
@@ -240,51 +240,51 @@ func (w *waker) claimWant(key string, since time.Time) *want {
 	if first == nil || (!since.IsZero() && !first.at.Before(since)) {
 		return nil
 	}
-	kw.served(first.token)
+	kw.served(first.Token)
 	return first
 }
 
 // wantsKnown reports whether other Clients' waiters announce themselves for
 // key: their wants are in line with this Client's own waiters.
-func (w *waker) wantsKnown(key string) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	kw := w.keys[key]
+func (w *Waker) WantsKnown(key string) bool {
+	w.Mu.Lock()
+	defer w.Mu.Unlock()
+	kw := w.Keys[key]
 	return kw != nil && len(kw.fresh(time.Now())) > 0
 }
 
 // handedOver records this Client's hand-off of key to another Client's
 // waiter, before the nodes' notices come back: the key is taken, so that
 // this Client's next waiter asks for it instead of making an attempt.
-func (w *waker) handedOver(key string, to *want) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if kw := w.keys[key]; kw != nil {
-		kw.event(taken, true, to.token)
+func (w *Waker) HandedOver(key string, to *Want) {
+	w.Mu.Lock()
+	defer w.Mu.Unlock()
+	if kw := w.Keys[key]; kw != nil {
+		kw.event(Taken, true, to.Token)
 	}
 }
 
 // expect starts counting the nodes that hand key to token, wanted for ttl,
 // and returns the channel closed once a majority did.
-func (h *watcher) expect(token string, ttl time.Duration) <-chan struct{} {
-	h.w.mu.Lock()
-	defer h.w.mu.Unlock()
-	if h.kw.expects == nil {
-		h.kw.expects = map[string]*expected{}
+func (h *Watcher) Expect(token string, ttl time.Duration) <-chan struct{} {
+	h.W.Mu.Lock()
+	defer h.W.Mu.Unlock()
+	if h.Kw.Expects == nil {
+		h.Kw.Expects = map[string]*expected{}
 	}
-	e := &expected{nodes: make([]bool, len(h.w.nodes)), won: make(chan struct{}), ttl: ttl}
-	h.kw.expects[token] = e
+	e := &expected{nodes: make([]bool, len(h.W.Nodes)), won: make(chan struct{}), ttl: ttl}
+	h.Kw.Expects[token] = e
 	return e.won
 }
 
 // unexpect stops counting for token, and reports whether any node handed
 // the key to it.
-func (h *watcher) unexpect(token string) (heard []bool) {
-	h.w.mu.Lock()
-	defer h.w.mu.Unlock()
-	e := h.kw.expects[token]
-	delete(h.kw.expects, token)
-	if e == nil || e.n == 0 {
+func (h *Watcher) Unexpect(token string) (heard []bool) {
+	h.W.Mu.Lock()
+	defer h.W.Mu.Unlock()
+	e := h.Kw.Expects[token]
+	delete(h.Kw.Expects, token)
+	if e == nil || e.N == 0 {
 		return nil
 	}
 	return e.nodes // nobody writes it once it is no longer expected
@@ -293,13 +293,13 @@ func (h *watcher) unexpect(token string) (heard []bool) {
 // subscribed reports whether the subscriptions to key's notices and to the
 // Client's hand-offs of it (handedChannel) are confirmed on a majority of
 // nodes, which a waiter needs to count their hand-offs.
-func (h *watcher) subscribed() bool {
+func (h *Watcher) Subscribed() bool {
 	if h == nil {
 		return false
 	}
-	h.w.mu.Lock()
-	defer h.w.mu.Unlock()
-	return h.kw.nsubs >= h.w.cfg.quorum && h.kw.nhsubs >= h.w.cfg.quorum
+	h.W.Mu.Lock()
+	defer h.W.Mu.Unlock()
+	return h.Kw.Nsubs >= h.W.Cfg.Quorum && h.Kw.Nhsubs >= h.W.Cfg.Quorum
 }
 
 // handedOn records that node confirmed the subscription to the Client's
@@ -307,7 +307,7 @@ func (h *watcher) subscribed() bool {
 // the key's waiters are woken, as for the key's own channel (confirmed).
 // A hand-off missed while it was down costs its waiter the backoff (probe),
 // never a lock: nothing else is told on it.
-func (kw *keyWatch) handedOn(node int, on bool, nodes, quorum int) {
+func (kw *KeyWatch) handedOn(node int, on bool, nodes, quorum int) {
 	if kw.hsubs == nil {
 		kw.hsubs = make([]bool, nodes)
 	}
@@ -316,43 +316,43 @@ func (kw *keyWatch) handedOn(node int, on bool, nodes, quorum int) {
 	}
 	kw.hsubs[node] = on
 	if !on {
-		kw.nhsubs--
+		kw.Nhsubs--
 		return
 	}
-	if kw.nhsubs++; kw.nhsubs == quorum {
+	if kw.Nhsubs++; kw.Nhsubs == quorum {
 		kw.wake()
 	}
 }
 
 // gaps is how many times the key's subscription may have missed notices
 // (keyWatch.gaps); 0 for a nil watch.
-func (h *watcher) gaps() int {
+func (h *Watcher) Gaps() int {
 	if h == nil {
 		return 0
 	}
-	h.w.mu.Lock()
-	defer h.w.mu.Unlock()
-	return h.kw.gaps
+	h.W.Mu.Lock()
+	defer h.W.Mu.Unlock()
+	return h.Kw.Gaps
 }
 
 // A ticket is a want of this Client's still out: its key and token, and
 // the TTL it asked for.
-type ticket struct {
-	key, token string
-	ttl        time.Duration
+type Ticket struct {
+	Key, Token string
+	TTL        time.Duration
 }
 
 // outstanding returns the wants still expected, and forgets them (Close
 // withdraws them).
-func (w *waker) outstanding() []ticket {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	var out []ticket
-	for key, kw := range w.keys {
-		for token, e := range kw.expects {
-			out = append(out, ticket{key: key, token: token, ttl: e.ttl})
+func (w *Waker) Outstanding() []Ticket {
+	w.Mu.Lock()
+	defer w.Mu.Unlock()
+	var out []Ticket
+	for key, kw := range w.Keys {
+		for token, e := range kw.Expects {
+			out = append(out, Ticket{Key: key, Token: token, TTL: e.ttl})
 		}
-		kw.expects = nil
+		kw.Expects = nil
 	}
 	return out
 }

@@ -1,7 +1,7 @@
 // Notices to waiters: one pub/sub subscription per master, the keys watched,
 // and the goroutines that fold notices into them.
 
-package redlock
+package wait
 
 import (
 	"context"
@@ -40,44 +40,44 @@ import (
 
 // subscriptionLinger is how long a key's subscription outlives its last
 // waiter.
-const subscriptionLinger = time.Second
+const SubscriptionLinger = time.Second
 
 // waker delivers notices to the Client's waiters.
-type waker struct {
-	nodes []master.Conn // the masters, in the Client's order
-	cfg   wakerConfig
+type Waker struct {
+	Nodes []master.Conn // the masters, in the Client's order
+	Cfg   Config
 	wg    sync.WaitGroup // its goroutines, which live until close
 
-	mu     sync.Mutex
-	keys   map[string]*keyWatch
-	subs   []*nodeSub // per node, created with the first watch
+	Mu     sync.Mutex
+	Keys   map[string]*KeyWatch
+	Subs   []*nodeSub // per node, created with the first watch
 	closed bool
 }
 
 // wakerConfig is what a waker needs to know of the Client it serves.
-type wakerConfig struct {
-	id               string        // the Client's, in the notices it sends
-	quorum           int           // nodes that must announce an acquisition
-	linger           time.Duration // a key's subscription outlives its last waiter by this
-	subscribeTimeout time.Duration // bounds one SUBSCRIBE or UNSUBSCRIBE call
-	maxDelay         time.Duration // the longest contention delay (the backoff's cap)
-	off              bool          // notices are off: every watch is nil
+type Config struct {
+	ID               string        // the Client's, in the notices it sends
+	Quorum           int           // nodes that must announce an acquisition
+	Linger           time.Duration // a key's subscription outlives its last waiter by this
+	SubscribeTimeout time.Duration // bounds one SUBSCRIBE or UNSUBSCRIBE call
+	MaxDelay         time.Duration // the longest contention delay (the backoff's cap)
+	Off              bool          // notices are off: every watch is nil
 
 	// lateHandOff is told of a node's notice that it handed key to one of
 	// the Client's tokens no waiter expects any more (wants.go). It must
 	// not block.
-	lateHandOff func(key, token string, node int)
+	LateHandOff func(key, token string, node int)
 
 	// For the observers, when set (observe.go): a notice received, and a
 	// subscription a node refused.
-	noticed          func(node int, key, kind string, own bool)
-	subscribeRefused func(node int, err error)
+	Noticed          func(node int, key, kind string, own bool)
+	SubscribeRefused func(node int, err error)
 }
 
 // newWaker returns a waker for the masters nodes. It opens no connection
 // until the first watch.
-func newWaker(nodes []master.Conn, cfg wakerConfig) *waker {
-	return &waker{cfg: cfg, nodes: nodes}
+func NewWaker(nodes []master.Conn, cfg Config) *Waker {
+	return &Waker{Cfg: cfg, Nodes: nodes}
 }
 
 // nodeSub is the subscription connection to one node, with the queue of
@@ -85,7 +85,7 @@ func newWaker(nodes []master.Conn, cfg wakerConfig) *waker {
 type nodeSub struct {
 	index   int
 	sharded bool // a Redis Cluster: the keys' shard channels (shardedChannel)
-	ps      master.Subscription
+	Ps      master.Subscription
 	mu      sync.Mutex
 	pending []subOp
 	kick    chan struct{}
@@ -98,38 +98,38 @@ type subOp struct {
 
 // watch returns a reference to key's watch, subscribing if there is none;
 // nil when notices are off.
-func (w *waker) watch(key string) *watcher {
+func (w *Waker) Watch(key string) *Watcher {
 	return w.ref(key, true)
 }
 
 // existing returns a reference to key's watch if there is one (a waiter
 // has it, or it lingers), nil otherwise.
-func (w *waker) existing(key string) *watcher {
+func (w *Waker) Existing(key string) *Watcher {
 	return w.ref(key, false)
 }
 
-func (w *waker) ref(key string, create bool) *watcher {
-	if w.cfg.off {
+func (w *Waker) ref(key string, create bool) *Watcher {
+	if w.Cfg.Off {
 		return nil
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
+	w.Mu.Lock()
+	defer w.Mu.Unlock()
 	if w.closed {
 		return nil
 	}
-	kw := w.keys[key]
+	kw := w.Keys[key]
 	if kw == nil {
 		if !create {
 			return nil
 		}
-		if w.subs == nil {
+		if w.Subs == nil {
 			w.start()
 		}
-		if w.keys == nil {
-			w.keys = map[string]*keyWatch{}
+		if w.Keys == nil {
+			w.Keys = map[string]*KeyWatch{}
 		}
-		kw = &keyWatch{ch: make(chan struct{}), factor: initSlotFactor}
-		w.keys[key] = kw
+		kw = &KeyWatch{Ch: make(chan struct{}), Factor: initSlotFactor}
+		w.Keys[key] = kw
 		w.queue(subOp{true, key})
 	}
 	if kw.linger != nil {
@@ -137,62 +137,62 @@ func (w *waker) ref(key string, create bool) *watcher {
 		kw.linger = nil
 	}
 	kw.refs++
-	return &watcher{w: w, key: key, kw: kw, taken: kw.ch, takenReleases: kw.releases, takenGaps: kw.gaps}
+	return &Watcher{W: w, Key: key, Kw: kw, taken: kw.Ch, takenReleases: kw.releases, takenGaps: kw.Gaps}
 }
 
 // listening is how many subscriptions of this Client hear key's notices on
 // one node: 1 when it watches key, 0 otherwise.
-func (w *waker) listening(key string) int64 {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.keys[key] != nil {
+func (w *Waker) Listening(key string) int64 {
+	w.Mu.Lock()
+	defer w.Mu.Unlock()
+	if w.Keys[key] != nil {
 		return 1
 	}
 	return 0
 }
 
 // othersSeen reports whether another Client was heard to want key lately.
-func (w *waker) othersSeen(key string) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	kw := w.keys[key]
-	return kw != nil && time.Since(kw.othersAt) < w.cfg.linger
+func (w *Waker) OthersSeen(key string) bool {
+	w.Mu.Lock()
+	defer w.Mu.Unlock()
+	kw := w.Keys[key]
+	return kw != nil && time.Since(kw.othersAt) < w.Cfg.Linger
 }
 
 // othersListen records that a notice of this Client's reached subscribers
 // of other Clients: they want key. The Client watches key from now on (the
 // watch lingers), so that its next waiters wait their turn among them.
 // freed tells whether the notice was a release.
-func (w *waker) othersListen(key string, freed bool) {
-	h := w.watch(key)
+func (w *Waker) OthersListen(key string, freed bool) {
+	h := w.Watch(key)
 	if h == nil {
 		return
 	}
-	w.mu.Lock()
-	h.kw.othersAt = time.Now()
-	if freed && h.kw.latest == noEvent {
-		h.kw.latest = released
+	w.Mu.Lock()
+	h.Kw.othersAt = time.Now()
+	if freed && h.Kw.Latest == NoEvent {
+		h.Kw.Latest = Released
 	}
-	w.mu.Unlock()
-	h.close()
+	w.Mu.Unlock()
+	h.Close()
 }
 
 // noteReleased records this Client's own Unlock of key at once, before its
 // notices come back, so that its next Lock of key sees the key released.
-func (w *waker) noteReleased(key, token string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if kw := w.keys[key]; kw != nil {
-		kw.event(released, false, token)
+func (w *Waker) NoteReleased(key, token string) {
+	w.Mu.Lock()
+	defer w.Mu.Unlock()
+	if kw := w.Keys[key]; kw != nil {
+		kw.event(Released, false, token)
 	}
 }
 
 // start opens one PubSub per node and a goroutine each for its messages and
 // its subscription calls. Called with w.mu held.
-func (w *waker) start() {
-	for i, n := range w.nodes {
-		s := &nodeSub{index: i, sharded: n.Cluster(), ps: n.Subscribe(), kick: make(chan struct{}, 1)}
-		w.subs = append(w.subs, s)
+func (w *Waker) start() {
+	for i, n := range w.Nodes {
+		s := &nodeSub{index: i, sharded: n.Cluster(), Ps: n.Subscribe(), kick: make(chan struct{}, 1)}
+		w.Subs = append(w.Subs, s)
 		w.wg.Add(2)
 		go func() {
 			defer w.wg.Done()
@@ -206,8 +206,8 @@ func (w *waker) start() {
 }
 
 // queue adds a subscription call for every node. Called with w.mu held.
-func (w *waker) queue(op subOp) {
-	for _, s := range w.subs {
+func (w *Waker) queue(op subOp) {
+	for _, s := range w.Subs {
 		s.mu.Lock()
 		s.pending = append(s.pending, op)
 		s.mu.Unlock()
@@ -221,7 +221,7 @@ func (w *waker) queue(op subOp) {
 // send makes the queued subscription calls in order, until Close. A failed
 // call is not retried: go-redis re-subscribes a reconnected PubSub to its
 // channels, and a waiter without notices still has its backoff timer.
-func (w *waker) send(s *nodeSub) {
+func (w *Waker) send(s *nodeSub) {
 	for range s.kick {
 		s.mu.Lock()
 		ops := s.pending
@@ -230,15 +230,15 @@ func (w *waker) send(s *nodeSub) {
 		for _, op := range ops {
 			// The key's notice channel, and this Client's channel for
 			// hand-offs of the key to its waiters (handedChannel).
-			for _, channel := range [2]string{script.NoticeChannelOn(op.key, s.sharded), script.ChannelOn(op.key, script.HandedChannel(op.key, w.cfg.id), s.sharded)} {
-				ctx, cancel := context.WithTimeout(context.Background(), w.cfg.subscribeTimeout)
+			for _, channel := range [2]string{script.NoticeChannelOn(op.key, s.sharded), script.ChannelOn(op.key, script.HandedChannel(op.key, w.Cfg.ID), s.sharded)} {
+				ctx, cancel := context.WithTimeout(context.Background(), w.Cfg.SubscribeTimeout)
 				if op.subscribe {
-					err := s.ps.Subscribe(ctx, channel)
-					if w.cfg.subscribeRefused != nil && master.IsNoPerm(err) {
-						w.cfg.subscribeRefused(s.index, err)
+					err := s.Ps.Subscribe(ctx, channel)
+					if w.Cfg.SubscribeRefused != nil && master.IsNoPerm(err) {
+						w.Cfg.SubscribeRefused(s.index, err)
 					}
 				} else {
-					_ = s.ps.Unsubscribe(ctx, channel)
+					_ = s.Ps.Unsubscribe(ctx, channel)
 				}
 				cancel()
 			}
@@ -248,12 +248,12 @@ func (w *waker) send(s *nodeSub) {
 
 // receive folds node s's notices, and the confirmations of its
 // subscriptions, into the watches, until the PubSub is closed.
-func (w *waker) receive(s *nodeSub) {
-	s.ps.Run(func(e master.SubEvent) {
+func (w *Waker) receive(s *nodeSub) {
+	s.Ps.Run(func(e master.SubEvent) {
 		if e.Kind == master.SubMessage {
-			w.notice(s.index, e.Channel, e.Payload)
+			w.Notice(s.index, e.Channel, e.Payload)
 		} else {
-			w.confirmed(s.index, e.Channel, e.Kind == master.SubConfirmed)
+			w.Confirmed(s.index, e.Channel, e.Kind == master.SubConfirmed)
 		}
 	})
 }
@@ -261,27 +261,27 @@ func (w *waker) receive(s *nodeSub) {
 // confirmed records that node confirmed a subscription, or its end; once a
 // majority confirmed both of a key's, the key's waiters are woken (they may
 // announce themselves: wants.go).
-func (w *waker) confirmed(node int, channel string, on bool) {
-	key, handed, ok := script.ChannelKey(channel, w.cfg.id)
+func (w *Waker) Confirmed(node int, channel string, on bool) {
+	key, handed, ok := script.ChannelKey(channel, w.Cfg.ID)
 	if !ok {
 		return
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	kw := w.keys[key]
+	w.Mu.Lock()
+	defer w.Mu.Unlock()
+	kw := w.Keys[key]
 	if kw == nil {
 		return
 	}
 	if handed {
-		kw.handedOn(node, on, len(w.nodes), w.cfg.quorum)
+		kw.handedOn(node, on, len(w.Nodes), w.Cfg.Quorum)
 		return
 	}
 	if kw.subs == nil {
-		kw.subs = make([]bool, len(w.nodes))
+		kw.subs = make([]bool, len(w.Nodes))
 	}
 	if kw.subs[node] == on {
 		if on { // again: the node's connection was lost, and notices with it
-			kw.gaps++
+			kw.Gaps++
 			kw.deafTo(node)
 			kw.wake()
 		}
@@ -289,33 +289,33 @@ func (w *waker) confirmed(node int, channel string, on bool) {
 	}
 	kw.subs[node] = on
 	if !on {
-		kw.nsubs--
+		kw.Nsubs--
 		kw.deafTo(node)
 		return
 	}
-	if kw.nsubs++; kw.nsubs == w.cfg.quorum {
-		kw.gaps++
+	if kw.Nsubs++; kw.Nsubs == w.Cfg.Quorum {
+		kw.Gaps++
 		kw.wake()
 	}
 }
 
 // notice folds one notice of node into its key's watch.
-func (w *waker) notice(node int, channel, payload string) {
-	key, handed, ok := script.ChannelKey(channel, w.cfg.id)
+func (w *Waker) Notice(node int, channel, payload string) {
+	key, handed, ok := script.ChannelKey(channel, w.Cfg.ID)
 	if !ok {
 		return
 	}
 	kind, client, token, n, ok := script.ParseNotice(payload)
-	if !ok || (handed && (kind != script.HandedNotice || client != w.cfg.id)) {
+	if !ok || (handed && (kind != script.HandedNotice || client != w.Cfg.ID)) {
 		return // a handedChannel carries hand-offs to its Client only
 	}
-	foreign := client != w.cfg.id
-	if w.cfg.noticed != nil {
-		w.cfg.noticed(node, key, kind, !foreign)
+	foreign := client != w.Cfg.ID
+	if w.Cfg.Noticed != nil {
+		w.Cfg.Noticed(node, key, kind, !foreign)
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	kw := w.keys[key]
+	w.Mu.Lock()
+	defer w.Mu.Unlock()
+	kw := w.Keys[key]
 	if kw == nil {
 		return
 	}
@@ -325,50 +325,50 @@ func (w *waker) notice(node int, channel, payload string) {
 	switch kind {
 	case script.WantedNotice:
 		if foreign {
-			kw.wanted(client, token, time.Duration(n)*time.Millisecond, time.Now(), len(w.nodes))
+			kw.wanted(client, token, time.Duration(n)*time.Millisecond, time.Now(), len(w.Nodes))
 		}
 		return
 	case script.ReleasedNotice:
-		if kw.nodeReleases == nil {
-			kw.nodeReleases = make([]int, len(w.nodes))
+		if kw.NodeReleases == nil {
+			kw.NodeReleases = make([]int, len(w.Nodes))
 		}
-		kw.nodeReleases[node]++
-		kw.event(released, foreign, token)
+		kw.NodeReleases[node]++
+		kw.event(Released, foreign, token)
 		return
 	case script.HandedNotice:
 		kw.served(token)
-		if !foreign && !kw.handed(token, node, w.cfg.quorum) && w.cfg.lateHandOff != nil {
-			w.cfg.lateHandOff(key, token, node)
+		if !foreign && !kw.handed(token, node, w.Cfg.Quorum) && w.Cfg.LateHandOff != nil {
+			w.Cfg.LateHandOff(key, token, node)
 		}
 	}
-	if kw.vote(token, node, len(w.nodes)) == w.cfg.quorum && !kw.wasReleased(token) {
-		kw.depth += (float64(n) - kw.depth) / 4
-		kw.event(taken, foreign, token)
+	if kw.vote(token, node, len(w.Nodes)) == w.Cfg.Quorum && !kw.wasReleased(token) {
+		kw.Depth += (float64(n) - kw.Depth) / 4
+		kw.event(Taken, foreign, token)
 	}
 }
 
 // close ends every subscription and waits for its goroutines.
-func (w *waker) close() {
-	w.mu.Lock()
+func (w *Waker) Close() {
+	w.Mu.Lock()
 	var subs []*nodeSub
 	if !w.closed {
 		w.closed = true // queue sends nothing more on a kick
-		for _, kw := range w.keys {
+		for _, kw := range w.Keys {
 			if kw.linger != nil {
 				kw.linger.Stop()
 			}
 		}
-		subs = w.subs
+		subs = w.Subs
 		for _, s := range subs {
 			close(s.kick)
 		}
 	}
-	w.mu.Unlock()
+	w.Mu.Unlock()
 	// Not under w.mu: PubSub.Close waits for a SUBSCRIBE in flight, which
 	// a hung master holds for the driver's read timeout, and the Client's
 	// waiters, returning ErrClosed meanwhile, need w.mu to let go.
 	for _, s := range subs {
-		_ = s.ps.Close()
+		_ = s.Ps.Close()
 	}
 	w.wg.Wait()
 }
