@@ -33,7 +33,7 @@ lint: $(GOLANGCI_LINT)
 $(GOLANGCI_LINT):
 	go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
 
-## race: every test under -race; the root package's in RACE_SHARDS processes side by side (default 2)
+## race: every test under -race; internal/engine's in RACE_SHARDS processes side by side (default 2)
 race:
 	scripts/ensure-redis.sh
 	scripts/race.sh
@@ -45,8 +45,8 @@ race:
 # (golang/go#75804, a race in the fuzzing coordinator; seen in our CI).
 FUZZTIME ?= 100000x
 fuzz:
-	go test -run '^$$' -fuzz FuzzValidity -fuzztime $(FUZZTIME) .
-	go test -run '^$$' -fuzz FuzzParseNotice -fuzztime $(FUZZTIME) .
+	go test -run '^$$' -fuzz FuzzValidity -fuzztime $(FUZZTIME) ./internal/engine
+	go test -run '^$$' -fuzz FuzzParseNotice -fuzztime $(FUZZTIME) ./internal/engine
 
 ## model: the model checker explores the protocol core's interleavings (internal/model); deeper: make model HORIZON=5; one world with restarts and Extend: make model WORLD=all
 HORIZON ?= 0
@@ -65,12 +65,12 @@ SOAK ?= 60s
 OPS ?= 200000
 chaos-soak:
 	scripts/ensure-redis.sh
-	go test -race -count=1 -timeout 0 -run 'TestChaos/(18|20|27)' -v . -args -chaos.soak=$(SOAK) -chaos.ops=$(OPS)
+	go test -race -count=1 -timeout 0 -run 'TestChaos/(18|20|27)' -v ./internal/engine -args -chaos.soak=$(SOAK) -chaos.ops=$(OPS)
 
 ## bench: benchmarks on real redis-server processes (compare runs with benchstat)
 bench:
 	scripts/ensure-redis.sh
-	go test -run '^$$' -bench . -benchmem -count 6 .
+	go test -run '^$$' -bench . -benchmem -count 6 ./internal/engine
 
 ## bench-peers: redlock beside redsync, a bare majority lock and bsm/redislock, in one process (a nested module; BenchmarkContendedProcesses runs its lockers in processes of their own)
 bench-peers:

@@ -1,17 +1,16 @@
-// A held lock: its validity, its end, and what Extend and Unlock share.
+// A held lock: its validity, Extend, Unlock, Fence, and how it prints.
+// Each method forwards to internal/engine, which keeps the contracts stated
+// here.
 
 package redlock
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
-	"strconv"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/redlock-go/redlock/internal/script"
+	"github.com/redlock-go/redlock/internal/engine"
 )
 
 // A Lock is a lock obtained by TryLock or Lock. It is safe for concurrent
@@ -22,41 +21,23 @@ import (
 // key or keys, its number of masters, its Until and its state, never its
 // token: Token is the only way to the token.
 type Lock struct {
-	c     *Client
-	key   string   // the key; for a multi-key lock, its keys joined by commas (for messages)
-	keys  []string // a multi-key lock's keys (multi.go); nil for one key
-	token string
-	holds []*hold // per node, indexed like c.nodes
-	// quiet: the acquisition announced nothing (no waiter of the Client
-	// watched the key), so nobody heard it taken; its release is announced
-	// only where a waiter of another Client marked the key since (lua/release.lua).
-	quiet bool
-	// widens: Extend may ask masters to take the key (quorumfirst.go): the
-	// acquisition left some unasked, or a hand-off from another Client may
-	// have left some free. Unlock ends that (giveUpReserves). Written
-	// before the Lock is handed out.
-	widens bool
-	// yeses counts the masters that said yes to the acquisition round,
-	// its late answers included: once a majority did, a failed attempt's
-	// clean-up is announced (releaseNode).
-	yeses atomic.Int32
+	l *engine.Lock // nil: the zero Lock, held by nobody
+}
 
-	obtained time.Time // when it was known held, for the observers' hold time
+// e is the engine's Lock; nil for a nil or zero Lock.
+func (l *Lock) e() *engine.Lock {
+	if l == nil {
+		return nil
+	}
+	return l.l
+}
 
-	mu       sync.Mutex
-	ttl      time.Duration // of the last successful acquisition or extension
-	shortest time.Duration // the shortest TTL a script of ours set or extended the key with (trustedHandOff)
-	until    time.Time
-	released bool
-	givenUp  bool          // Extend found the lock lost and released its keys
-	unlocked chan struct{} // made as Unlock begins, closed once its rounds are decided
-	done     chan struct{} // closed when the validity ends or Unlock is called
-	ended    bool          // done is closed
-	timer    *time.Timer   // runs expire at until
-	pass     func()        // hands the Client's turn for key to its next waiter
-
-	fenceGate chan struct{} // one Fence at a time; made by the first
-	fence     uint64        // once drawn; 0 before
+// wrap is the public Lock of l: nil for nil.
+func wrap(l *engine.Lock) *Lock {
+	if l == nil {
+		return nil
+	}
+	return &Lock{l: l}
 }
 
 // Done returns a channel that is closed when the lock can no longer be
@@ -64,160 +45,26 @@ type Lock struct {
 // Extend found it lost, or Unlock was called. Select on it next to the work
 // the lock protects. For a nil *Lock it returns a closed channel.
 func (l *Lock) Done() <-chan struct{} {
-	if l == nil || l.done == nil {
-		return closedChan
-	}
-	return l.done
-}
-
-var closedChan = func() chan struct{} {
-	ch := make(chan struct{})
-	close(ch)
-	return ch
-}()
-
-// expire runs at Until: it ends the lock unless an extension moved Until.
-func (l *Lock) expire() {
-	l.mu.Lock()
-	if !l.ended {
-		if d := time.Until(l.until); d > 0 {
-			l.timer.Reset(d)
-			l.mu.Unlock()
-			return
-		}
-	}
-	l.endLocked()
-	pass := l.takePass()
-	l.mu.Unlock()
-	pass()
-}
-
-// endLocked closes done once. Called with l.mu held.
-func (l *Lock) endLocked() {
-	if l.ended {
-		return
-	}
-	l.ended = true
-	close(l.done)
-	l.timer.Stop()
-}
-
-// takePass returns the turn-passing function, once. Called with l.mu held.
-func (l *Lock) takePass() func() {
-	p := l.pass
-	l.pass = nil
-	if p == nil {
-		return func() {}
-	}
-	return p
-}
-
-// passTurnAtEnd makes the lock hand the Client's turn for its key to the
-// next local waiter when it is released or its validity ends.
-func (l *Lock) passTurnAtEnd(pass func()) {
-	l.mu.Lock()
-	if l.ended && !l.released {
-		l.mu.Unlock()
-		pass() // the validity already ended
-		return
-	}
-	l.pass = pass
-	l.mu.Unlock()
-}
-
-// letGo reports whether this Client let the lock go: Unlock released it,
-// or Extend found it lost and released its keys. Its token is then nobody's,
-// and a late hand-off or a Close may delete it where it is left. A lock
-// whose validity only ended here is not let go: Token and Resume may have
-// passed it to another holder.
-func (l *Lock) letGo() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.released || l.givenUp
-}
-
-// heardOn records a notice that a hand-off put l's token on node i: live
-// is false once l is let go (Unlock began, or Extend gave it up); covered,
-// that l's Unlock, which has not begun, asks the node (hold.tokenSeen).
-func (l *Lock) heardOn(i int) (live, covered bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.released || l.givenUp {
-		return false, false
-	}
-	return true, l.holds[i].tokenSeen()
-}
-
-// unlockDecided reports whether no round of this lock's Unlock is left
-// undecided (none ran, or all are decided: a request not sent by then never
-// is), and returns a channel closed once they are (nil when they are).
-func (l *Lock) unlockDecided() (bool, <-chan struct{}) {
-	l.mu.Lock()
-	ch := l.unlocked
-	l.mu.Unlock()
-	if ch == nil {
-		return true, nil
-	}
-	select {
-	case <-ch:
-		return true, nil
-	default:
-		return false, ch
-	}
-}
-
-// ttlNow returns the TTL of the last acquisition or extension.
-func (l *Lock) ttlNow() time.Duration {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.ttl
+	return l.e().Done()
 }
 
 // Key returns the locked key; "" for a nil *Lock. For a multi-key lock
 // (TryLockMulti, LockMulti) it is the keys joined by commas, for messages:
 // Keys returns them.
 func (l *Lock) Key() string {
-	if l == nil {
-		return ""
-	}
-	return l.key
+	return l.e().Key()
 }
 
 // Keys returns the locked keys: one, or a multi-key lock's in the order
 // given; nil for a nil *Lock.
 func (l *Lock) Keys() []string {
-	if l == nil {
-		return nil
-	}
-	if l.keys == nil {
-		return []string{l.key}
-	}
-	return append([]string(nil), l.keys...)
-}
-
-// args returns the script arguments of a round on l's key or keys.
-func (l *Lock) args(ttl time.Duration, announce script.Notice, guard bool) *roundArgs {
-	a := newRoundArgs(l.key, l.token, ttl, announce, guard)
-	if l.keys != nil {
-		a.key, a.keyArg = l.keys[0], nil
-		a.keys = make([]any, len(l.keys))
-		for i, k := range l.keys {
-			a.keys[i] = k
-		}
-		if announce.Channel != "" {
-			a.channel = script.NoticePrefix // not used: release_multi.lua publishes on each key's channel (releaseCmd)
-		}
-	}
-	return a
+	return l.e().Keys()
 }
 
 // Token returns the random token that identifies this holder on the nodes;
 // "" for a nil *Lock.
 func (l *Lock) Token() string {
-	if l == nil {
-		return ""
-	}
-	return l.token
+	return l.e().Token()
 }
 
 // String describes the lock: its key (or a multi-key lock's keys), its
@@ -226,72 +73,20 @@ func (l *Lock) Token() string {
 // once Unlock was called, and "not held" for a zero Lock. String never
 // includes the lock's token. A nil *Lock is "<nil>".
 func (l *Lock) String() string {
-	if l == nil {
-		return "<nil>"
-	}
-	until, state := l.printState()
-	var b strings.Builder
-	b.WriteString("redlock.Lock{")
-	if l.keys != nil {
-		b.WriteString("keys: [")
-		for i, k := range l.keys {
-			if i > 0 {
-				b.WriteByte(' ')
-			}
-			b.WriteString(strconv.Quote(k))
-		}
-		b.WriteString("]")
-	} else {
-		b.WriteString("key: " + strconv.Quote(l.key))
-	}
-	b.WriteString(", masters: " + strconv.Itoa(len(l.holds)))
-	if !until.IsZero() {
-		b.WriteString(", until: " + until.Format(time.RFC3339Nano))
-	}
-	b.WriteString(", state: " + state + "}")
-	return b.String()
+	return l.e().String()
 }
 
 // Format prints the lock as String does, for every verb (%v, %+v, %#v,
 // %s, %q, %x, ...): never its fields, so never its token.
-func (l *Lock) Format(f fmt.State, verb rune) { formatSafe(f, verb, "*redlock.Lock", l.String()) }
+func (l *Lock) Format(f fmt.State, verb rune) {
+	l.e().Format(f, verb)
+}
 
 // LogValue is the lock for log/slog: a group of its key ("key", or "keys"
 // for a multi-key lock), "masters", "until" (absent for a zero Lock) and
 // "state", as in String. It never includes the lock's token.
 func (l *Lock) LogValue() slog.Value {
-	if l == nil {
-		return slog.StringValue("<nil>")
-	}
-	until, state := l.printState()
-	attrs := make([]slog.Attr, 0, 4)
-	if l.keys != nil {
-		attrs = append(attrs, slog.Any("keys", append([]string(nil), l.keys...)))
-	} else {
-		attrs = append(attrs, slog.String("key", l.key))
-	}
-	attrs = append(attrs, slog.Int("masters", len(l.holds)))
-	if !until.IsZero() {
-		attrs = append(attrs, slog.Time("until", until))
-	}
-	return slog.GroupValue(append(attrs, slog.String("state", state))...)
-}
-
-// printState returns Until and the state String names.
-func (l *Lock) printState() (time.Time, string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	switch {
-	case l.released:
-		return l.until, "unlocked"
-	case l.givenUp:
-		return l.until, "lost"
-	case l.c == nil:
-		return l.until, "not held"
-	case l.ended || !time.Now().Before(l.until):
-		return l.until, "expired"
-	}
-	return l.until, "held"
+	return l.e().LogValue()
 }
 
 // Until returns the end of the lock's validity on the local monotonic clock:
@@ -301,10 +96,123 @@ func (l *Lock) printState() (time.Time, string) {
 // once the lock was found lost, Until is in the past. For a nil *Lock it is
 // the zero time.
 func (l *Lock) Until() time.Time {
-	if l == nil {
-		return time.Time{}
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.until
+	return l.e().Until()
+}
+
+// Extend makes the lock live at least ttl from now on every node that still
+// holds its token, in parallel (Redlock spec, step 6). It never shortens the
+// keys: a ttl shorter than the validity left confirms that the lock is held
+// and leaves the keys as they are. It succeeds when a majority answered
+// before the current validity ended, and then moves Until to the start of
+// the extension + ttl − drift, if that is later. An extension never
+// brings back a lock that expired: its round must be decided while the
+// validity lasts, and only a lock that may lack the key somewhere (taken
+// with WithQuorumFirst, or handed over by another Client, whose hand-off
+// leaves free masters free) asks masters to take it, under that deadline.
+//
+// Extend returns an error matching ErrNotHeld, and makes Until the past,
+// when the lock was released, its validity had ended, or so many nodes said
+// our token is gone that no majority holds it; the lock is then given up,
+// and unless Unlock is already releasing it, Extend releases its keys in
+// the background. It returns an error matching ErrNotObtained when a
+// majority could not be reached for other reasons (timeouts, errors, ctx);
+// Until is then unchanged and remains true: the lock may still be held
+// until then, since no extension can have shortened it. Failures carry a
+// *QuorumError. Bad input returns an error matching ErrInvalidArgument.
+//
+// Extend is safe to call concurrently with itself and with Unlock: Until
+// only ever moves back when the lock ends.
+func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
+	return l.e().Extend(ctx, ttl)
+}
+
+// Unlock releases the lock: it deletes the key on every node where it still
+// holds this lock's token, in parallel and under per-node deadlines, and
+// never touches a key that holds another token. It returns as soon as the
+// outcome is known; deletes still in flight finish in the background.
+//
+// Hand-off: while a single-key lock is valid and notices are on (no
+// WithoutNotices, no master refusing them), Unlock gives the key to the
+// next waiter in one round instead, and the key is never free in between.
+// The waiters in line are this Client's own Lock (or Do) calls queued for
+// the key, in the order they queued (only behind a lock obtained by Lock
+// or Do, which holds the Client's turn for the key), and other Clients'
+// waiters that announced themselves, each placed by when this Client first
+// heard it. The one that asked first gets the key: another Client's waiter
+// heard before this Client's next waiter queued comes first; it gets the
+// token it announced, and learns from the masters' notices that it holds
+// the key, while this Client's waiters keep their order and ask the new
+// holder for the key in turn. Otherwise this Client's next waiter gets a
+// fresh token, and its Lock returns that new lock, whose validity counts
+// from the round's start like any acquisition's; but only while every
+// other Client heard to want the key lately has announced itself: when
+// one has not (it only waits for a release, and would starve), Unlock
+// releases the key and the waiter makes an attempt like the others. If the
+// round does not reach a majority, Unlock rolls this Client's waiter's new
+// token back (another Client's waiter releases its own), deletes this
+// lock's token wherever the hand-off left it, and the waiter makes
+// attempts of its own.
+//
+// Unlock returns nil when a majority deleted (or handed over) the key before
+// the validity ended. Otherwise it returns an error matching ErrNotHeld,
+// with a *QuorumError when nodes were asked: the lock had expired, been
+// taken over, or its nodes did not answer, so the critical section may have
+// overlapped another holder's. A second Unlock, or an Unlock after Extend
+// found the lock lost (and released its keys), returns ErrNotHeld without
+// contacting the nodes. Unlock is safe to call concurrently with Extend.
+//
+// The deletes are sent even if ctx is already cancelled, so that an
+// abandoned request does not leave its lock behind until the TTL; Unlock
+// waits for them at most the node deadline.
+func (l *Lock) Unlock(ctx context.Context) error {
+	return l.e().Unlock(ctx)
+}
+
+// Fence returns the lock's fencing token. Call it just before the side
+// effect the lock protects, pass the number along with it, and have the
+// resource refuse any number lower than the highest it has seen (and a
+// number it has seen from another writer): a holder that was paused past
+// Until then cannot act after the next holder did.
+//
+// Fences of one key only grow from holder to holder: if this lock's fence
+// is f, any later holder of the key that obtains a fence gets one greater
+// than f. A multi-key lock (TryLockMulti) draws one fence above every
+// earlier fence of each of its keys, and raises every key's counter to it. That holds while masters are killed, paused, slowed or restarted
+// with their data (appendfsync always), and needs no single master to
+// survive: every fence is held by a majority, and any later majority meets
+// it. A master that loses its data (a restart without persistence, a
+// flush) loses its counters; a new counter starts at the master's clock in
+// microseconds, above the fences issued before from older readings, so
+// fences keep growing then too, as long as the masters' clocks agree to
+// within the time between the two fences.
+//
+// The first call costs one round (two when the masters' counters differ)
+// and is made only while the lock is valid; later calls return the same
+// number without contacting the masters, as long as the lock is held.
+// Locks that never call Fence cost nothing extra.
+//
+// Fence returns an error matching ErrNotHeld when the lock was released,
+// its validity ended, or a majority no longer holds its token; an error
+// matching ErrNotObtained when no majority answered in time for other
+// reasons (the lock may still be held: try again); both with a
+// *QuorumError when masters were asked. Concurrent calls return the same
+// fence; a call waiting for another one returns ErrNotObtained with ctx's
+// error if ctx ends first. Each master keeps one counter per key that ever had a fence,
+// never expiring (see the README's "Fencing").
+func (l *Lock) Fence(ctx context.Context) (uint64, error) {
+	return l.e().Fence(ctx)
+}
+
+// LockFromContext returns the lock held for the context that Do gives its
+// function (or a context derived from it), or nil. Use it to get the
+// lock's fence inside Do:
+//
+//	err := c.Do(ctx, "invoice:42", ttl, func(ctx context.Context) error {
+//		fence, err := redlock.LockFromContext(ctx).Fence(ctx)
+//		...
+//	})
+//
+// Fence on the nil *Lock of a context without one returns ErrNotHeld.
+func LockFromContext(ctx context.Context) *Lock {
+	return wrap(engine.LockFromContext(ctx))
 }

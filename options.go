@@ -3,78 +3,35 @@
 package redlock
 
 import (
-	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"time"
 
-	"github.com/redlock-go/redlock/internal/master"
-	"github.com/redlock-go/redlock/internal/wait"
+	"github.com/redlock-go/redlock/internal/engine"
 )
 
 // Defaults for the options.
 const (
 	// DefaultMaxNodeTimeout caps the default per-node deadline, which is
 	// otherwise a tenth of the TTL.
-	DefaultMaxNodeTimeout = 250 * time.Millisecond
+	DefaultMaxNodeTimeout = engine.DefaultMaxNodeTimeout
+
 	// DefaultRetryMin and DefaultRetryMax bound Lock's wait between attempts.
-	DefaultRetryMin = 10 * time.Millisecond
-	DefaultRetryMax = 250 * time.Millisecond
+	DefaultRetryMin = engine.DefaultRetryMin
+
+	DefaultRetryMax = engine.DefaultRetryMax
+
 	// DefaultRestartGuard is the least quarantine of a master that lost its
 	// data (see WithRestartGuard).
-	DefaultRestartGuard = time.Minute
+	DefaultRestartGuard = engine.DefaultRestartGuard
+
+	// DefaultBatchLimit is how many requests one pipeline to a master
+	// carries at most (WithBatchLimit).
+	DefaultBatchLimit = engine.DefaultBatchLimit
 )
 
 // An Option configures a Client. Options are checked by New, which returns
 // an error matching ErrInvalidArgument for a value out of range.
-type Option func(*config) error
-
-type config struct {
-	nodeTimeout   time.Duration // 0: derived from the TTL
-	driftFactor   float64
-	retryMin      time.Duration
-	retryMax      time.Duration
-	noNotices     bool          // WithoutNotices
-	guard         time.Duration // WithRestartGuard; 0: off
-	batchLimit    int           // WithBatchLimit; 1: batching off
-	quorumFirst   bool          // WithQuorumFirst
-	strictGuard   bool          // WithStrictRestartGuard
-	evicting      bool          // WithEvictingMasters
-	obs           *Observer     // WithObserver and WithLogger, joined; nil: none
-	logger        *slog.Logger  // WithLogger
-	keyAttributes bool          // WithKeyAttributes
-
-	test *testHooks // never nil
-}
-
-// defaultConfig is the configuration options start from.
-func defaultConfig() config {
-	return config{
-		driftFactor: DefaultDriftFactor,
-		retryMin:    DefaultRetryMin,
-		retryMax:    DefaultRetryMax,
-		guard:       DefaultRestartGuard,
-		batchLimit:  master.DefaultBatchLimit,
-		test:        new(testHooks),
-	}
-}
-
-// linger is how long a key's subscription outlives its last waiter, and
-// how long another Client heard on a key counts as present.
-func (cfg *config) linger() time.Duration {
-	if cfg.test.linger > 0 {
-		return cfg.test.linger
-	}
-	return wait.SubscriptionLinger
-}
-
-// subscribeTimeout bounds one SUBSCRIBE or UNSUBSCRIBE call.
-func (cfg *config) subscribeTimeout() time.Duration {
-	if cfg.nodeTimeout > 0 {
-		return cfg.nodeTimeout
-	}
-	return DefaultMaxNodeTimeout
-}
+type Option = engine.Option
 
 // WithNodeTimeout sets the deadline each node has to answer one request,
 // enforced by the Client whatever the go-redis client's own timeouts are. A
@@ -84,26 +41,14 @@ func (cfg *config) subscribeTimeout() time.Duration {
 // DefaultMaxNodeTimeout, so that an attempt always leaves most of the
 // validity. d must be positive.
 func WithNodeTimeout(d time.Duration) Option {
-	return func(c *config) error {
-		if d <= 0 {
-			return fmt.Errorf("%w: node timeout %v is not positive", ErrInvalidArgument, d)
-		}
-		c.nodeTimeout = d
-		return nil
-	}
+	return engine.WithNodeTimeout(d)
 }
 
 // WithDriftFactor sets the share of the TTL given up for clock drift
 // between the client and the masters: validity = ttl − elapsed − (ttl·f + 2 ms).
 // The default is DefaultDriftFactor (0.01). f must be in [0, 1).
 func WithDriftFactor(f float64) Option {
-	return func(c *config) error {
-		if !(f >= 0 && f < 1) { // also rejects NaN
-			return fmt.Errorf("%w: drift factor %v is not in [0, 1)", ErrInvalidArgument, f)
-		}
-		c.driftFactor = f
-		return nil
-	}
+	return engine.WithDriftFactor(f)
 }
 
 // WithRetryDelay bounds Lock's jittered, capped exponential backoff: the
@@ -111,13 +56,7 @@ func WithDriftFactor(f float64) Option {
 // so competing clients fall out of step. The defaults are DefaultRetryMin
 // and DefaultRetryMax. It requires 0 < min ≤ max.
 func WithRetryDelay(min, max time.Duration) Option {
-	return func(c *config) error {
-		if min <= 0 || max < min {
-			return fmt.Errorf("%w: retry delay [%v, %v] needs 0 < min ≤ max", ErrInvalidArgument, min, max)
-		}
-		c.retryMin, c.retryMax = min, max
-		return nil
-	}
+	return engine.WithRetryDelay(min, max)
 }
 
 // WithoutNotices turns the pub/sub notices off: the scripts publish nothing
@@ -130,10 +69,7 @@ func WithRetryDelay(min, max time.Duration) Option {
 // channel rights) is sent none for a while: locks keep working there, and
 // waiting falls back to the backoff for what that master would have told.
 func WithoutNotices() Option {
-	return func(c *config) error {
-		c.noNotices = true
-		return nil
-	}
+	return engine.WithoutNotices()
 }
 
 // WithRestartGuard sets the least time a master that lost its data (a
@@ -150,13 +86,7 @@ func WithoutNotices() Option {
 // turns the guard off, and with it Extend's repair of a master that lost the
 // key. d must not be negative.
 func WithRestartGuard(d time.Duration) Option {
-	return func(c *config) error {
-		if d < 0 {
-			return fmt.Errorf("%w: restart guard %v is negative", ErrInvalidArgument, d)
-		}
-		c.guard = d
-		return nil
-	}
+	return engine.WithRestartGuard(d)
 }
 
 // WithEvictingMasters lets New accept masters whose maxmemory-policy may
@@ -167,10 +97,7 @@ func WithRestartGuard(d time.Duration) Option {
 // majority a second holder can get in. Use it only where the masters'
 // memory can never reach maxmemory.
 func WithEvictingMasters() Option {
-	return func(c *config) error {
-		c.evicting = true
-		return nil
-	}
+	return engine.WithEvictingMasters()
 }
 
 // WithStrictRestartGuard makes the restart guard count a young master's
@@ -185,10 +112,7 @@ func WithEvictingMasters() Option {
 // stops every lock. Without the guard (WithRestartGuard(0)) the option
 // does nothing.
 func WithStrictRestartGuard() Option {
-	return func(c *config) error {
-		c.strictGuard = true
-		return nil
-	}
+	return engine.WithStrictRestartGuard()
 }
 
 // WithBatchLimit sets how many requests one pipeline to a master carries at
@@ -205,22 +129,7 @@ func WithStrictRestartGuard() Option {
 // were made, and a hung master delays no other master's requests (see
 // pipe.go for the details).
 func WithBatchLimit(n int) Option {
-	return func(c *config) error {
-		if n < 1 {
-			return fmt.Errorf("%w: batch limit %d is less than 1", ErrInvalidArgument, n)
-		}
-		c.batchLimit = n
-		return nil
-	}
-}
-
-// backoff is the wait after the k-th failed attempt (from 0).
-func (cfg *config) backoff(k int) time.Duration {
-	hi := cfg.retryMax
-	if k < 62 && cfg.retryMin <= cfg.retryMax>>(k+1) {
-		hi = cfg.retryMin << (k + 1)
-	}
-	return cfg.retryMin + rand.N(hi-cfg.retryMin+1)
+	return engine.WithBatchLimit(n)
 }
 
 // WithQuorumFirst makes each attempt to take a lock ask a majority of the
@@ -246,8 +155,33 @@ func (cfg *config) backoff(k int) time.Duration {
 // lock down with it. Without the option, every attempt asks every master
 // at once.
 func WithQuorumFirst() Option {
-	return func(c *config) error {
-		c.quorumFirst = true
-		return nil
-	}
+	return engine.WithQuorumFirst()
+}
+
+// DefaultDriftFactor is the share of the TTL set aside for clock drift between
+// the client and the masters (Redlock spec: 0.01).
+const DefaultDriftFactor = engine.DefaultDriftFactor
+
+// WithLogger makes the Client log to l (log/slog), which by default it
+// does not:
+//   - Debug: every round, with its op, key, votes and quorum, elapsed time
+//     and each master's outcome and latency; every TryLock, Lock, Extend
+//     and Unlock as it returns.
+//   - Warn: a master starting to fail or time out (transitions only, not
+//     every call; Info when it answers again), a lock lost in Do, an Extend
+//     refused, a master quarantined by the restart guard, and a master
+//     refusing notices (waiters fall back to polling).
+//
+// Keys are logged as KeyHash(key), attribute "key_hash", unless
+// WithKeyAttributes is given too. Tokens are never logged. A nil l is
+// ErrInvalidArgument.
+func WithLogger(l *slog.Logger) Option {
+	return engine.WithLogger(l)
+}
+
+// WithKeyAttributes makes the logger record lock keys as they are,
+// attribute "key", instead of their hash. Keys can carry user data
+// ("invoice:42"): opt in only where the logs may hold it.
+func WithKeyAttributes() Option {
+	return engine.WithKeyAttributes()
 }

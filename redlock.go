@@ -1,23 +1,17 @@
-// Client and its public entry points: New, TryLock, Lock, Close.
+// Client and its entry points: New, TryLock, Lock, the multi-key locks,
+// Resume, Do, Inspect, Close. Each forwards to internal/engine, which keeps
+// the contracts stated here.
 
 package redlock
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strings"
-	"sync"
-	"sync/atomic"
+	"log/slog"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/redlock-go/redlock/internal/master"
-	"github.com/redlock-go/redlock/internal/script"
-	"github.com/redlock-go/redlock/internal/wait"
-	"github.com/redlock-go/redlock/internal/workers"
+	"github.com/redlock-go/redlock/internal/engine"
 )
 
 // A Client takes locks over a set of independent Redis masters with the
@@ -29,30 +23,15 @@ import (
 // goroutines end on their own, bounded by the node deadline and the
 // go-redis client's timeouts; Close waits for them.
 type Client struct {
-	nodes  []*node
-	quorum int
-	cfg    config
+	c *engine.Client // nil: not made by New (every call returns ErrInvalidArgument)
+}
 
-	mu      sync.RWMutex // guards closed against bg.Add after bg.Wait
-	closed  bool
-	closing chan struct{}  // closed by Close: waiting Lock calls return
-	bg      sync.WaitGroup // goroutines still talking to nodes
-	workers *workers.Pool  // run the calls to the nodes (internal/workers)
-
-	anyCluster bool // a vote is a Redis Cluster: keys must share a slot with the library's keys (checkKey)
-
-	id    string            // tells this Client's notices from others'
-	turns *wait.Turns[Lock] // per-key FIFO of this Client's waiters
-	wk    *wait.Waker       // notices for waiters
-
-	longestTTL atomic.Int64 // the longest TTL used or heard of, for the restart guard
-	wantNode   atomic.Int64 // turns the node a want is published on (wants.go)
-	usualRound atomic.Int64 // how long a won round that asked no reserve takes, in ns: a moving average (quorumfirst.go)
-
-	retiredMu sync.Mutex
-	retired   map[string]retiredToken // tokens of this Client's wants a hand-off may still reach (wants.go)
-
-	closeOnce sync.Once
+// e is the engine's Client; nil for a Client not made by New.
+func (c *Client) e() *engine.Client {
+	if c == nil {
+		return nil
+	}
+	return c.c
 }
 
 // New returns a Client over nodes, which must be independent masters (not
@@ -92,91 +71,11 @@ type Client struct {
 // WithEvictingMasters accepts the risk. An evicted lock key is a lost vote
 // that nothing can see.
 func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
-	cfg := defaultConfig()
-	for i, o := range opts {
-		if o == nil {
-			return nil, fmt.Errorf("%w: option %d is nil", ErrInvalidArgument, i)
-		}
-		if err := o(&cfg); err != nil {
-			return nil, err
-		}
-	}
-	if cfg.logger != nil {
-		if err := WithObserver(logObserver(cfg.logger, cfg.keyAttributes))(&cfg); err != nil {
-			return nil, err
-		}
-	}
-	ns, err := newNodes(nodes, cfg.guard > 0, cfg.evicting) // after the options: it may ask the nodes
+	e, err := engine.New(nodes, opts...)
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{
-		nodes:   ns,
-		quorum:  quorum(len(ns)),
-		cfg:     cfg,
-		id:      uuid.NewString() + script.HandedSuffix,
-		closing: make(chan struct{}),
-	}
-	for _, n := range ns {
-		c.anyCluster = c.anyCluster || n.isCluster()
-		if _, ring := n.client.(*redis.Ring); ring {
-			// A Ring shards pub/sub channels by name, apart from the keys
-			// whose scripts publish: its votes cannot carry notices (and
-			// go-redis refuses a Ring subscription without a channel).
-			// Notices off: waiters poll, and a Client never hands a key to
-			// its own waiters past another Client's (WithoutNotices).
-			c.cfg.noNotices = true
-		}
-	}
-	c.workers = workers.New()
-	if cfg.batchLimit > 1 {
-		for _, n := range ns {
-			n.pipe = master.NewPipe(n.client, cfg.batchLimit, &c.bg, c.workers.Run)
-		}
-	}
-	c.turns = wait.NewTurns[Lock](c.closing, ErrClosed)
-	c.wk = wait.NewWaker(c.conns(), c.wakerConfig())
-	return c, nil
-}
-
-// conns is what the waker reaches each master by.
-func (c *Client) conns() []master.Conn {
-	conns := make([]master.Conn, len(c.nodes))
-	for i, n := range c.nodes {
-		conns[i] = n.conn
-	}
-	return conns
-}
-
-// wakerConfig is the configuration of c's waker: its notices, and the
-// observers' hooks on them.
-func (c *Client) wakerConfig() wait.Config {
-	cfg := c.cfg
-	var noticed func(int, string, string, bool)
-	var subscribeRefused func(int, error)
-	if o := cfg.obs; o != nil {
-		for _, n := range c.nodes {
-			n.obs = o
-		}
-		if o.Notice != nil {
-			noticed = func(node int, key, kind string, own bool) {
-				o.Notice(NoticeEvent{Key: key, Node: node, Kind: kind, Own: own})
-			}
-		}
-		ns := c.nodes
-		subscribeRefused = func(node int, err error) { ns[node].refusedNoticeBy(err) }
-	}
-	return wait.Config{
-		ID:               c.id,
-		Quorum:           c.quorum,
-		Linger:           cfg.linger(),
-		SubscribeTimeout: cfg.subscribeTimeout(),
-		MaxDelay:         cfg.retryMax,
-		Off:              cfg.noNotices,
-		LateHandOff:      c.lateHandOff,
-		Noticed:          noticed,
-		SubscribeRefused: subscribeRefused,
-	}
+	return &Client{c: e}, nil
 }
 
 // Close waits until no goroutine of the Client is talking to a node any more
@@ -191,21 +90,7 @@ func (c *Client) wakerConfig() wait.Config {
 // tokens. Closing a Client twice, or from two goroutines at once, is
 // harmless.
 func (c *Client) Close() error {
-	if err := c.usable(); err != nil {
-		return err
-	}
-	c.closeOnce.Do(func() { // a concurrent Close waits for this one
-		c.mu.Lock()
-		c.closed = true
-		close(c.closing)
-		c.mu.Unlock()
-		c.wk.Close()
-		c.bg.Wait()
-		c.withdrawAll(c.wk.Outstanding(), c.lateTickets(time.Now().Add(-wait.WantFresh)))
-		c.bg.Wait()
-		c.workers.Close()
-	})
-	return nil
+	return c.e().Close()
 }
 
 // TryLock makes one attempt to take the lock on key for ttl.
@@ -223,35 +108,8 @@ func (c *Client) Close() error {
 // late reply arrives). If ctx ended, the error also matches ctx.Err(). Bad
 // input returns an error matching ErrInvalidArgument.
 func (c *Client) TryLock(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
-	if err := c.usable(); err != nil {
-		return nil, err
-	}
-	return c.acquire(ctx, "TryLock", key, ttl, c.tryLock)
-}
-
-// acquire runs TryLock's or Lock's body, op, for the observers when the
-// Client has any: Start before it, Acquire after it.
-func (c *Client) acquire(ctx context.Context, op, key string, ttl time.Duration, body func(context.Context, string, time.Duration) (*Lock, error)) (*Lock, error) {
-	if c.cfg.obs == nil {
-		return body(ctx, key, ttl)
-	}
-	began := time.Now()
-	ctx = c.start(ctx, op, key)
-	l, err := body(ctx, key, ttl)
-	c.observeAcquire(ctx, op, key, began, err)
-	return l, err
-}
-
-func (c *Client) tryLock(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
-	ttl, err := c.checkLock(ctx, key, ttl)
-	if err != nil {
-		return nil, err
-	}
-	l, err := c.attempt(ctx, key, ttl, 0)
-	if err != nil {
-		return nil, withCtx(ctx, err)
-	}
-	return l, nil
+	l, err := c.e().TryLock(ctx, key, ttl)
+	return wrap(l), err
 }
 
 // Lock takes the lock on key for ttl, waiting until it is obtained or ctx
@@ -292,118 +150,199 @@ func (c *Client) tryLock(ctx context.Context, key string, ttl time.Duration) (*L
 // whose Acquire gives back a grant that comes as ctx ends: giving a lock
 // back takes a release round, which a closed Client cannot make).
 func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
-	if err := c.usable(); err != nil {
-		return nil, err
-	}
-	return c.acquire(ctx, "Lock", key, ttl, c.lock)
+	l, err := c.e().Lock(ctx, key, ttl)
+	return wrap(l), err
 }
 
-func (c *Client) lock(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
-	ttl, err := c.checkLock(ctx, key, ttl)
-	if err != nil {
-		return nil, err
-	}
-	if c.isClosed() {
-		return nil, ErrClosed
-	}
-	pass := func() {}
-	queued := false
-	if !c.cfg.test.noQueue {
-		var handed *Lock
-		if pass, handed, queued, err = c.turns.Take(ctx, key, ttl); err != nil {
-			return nil, fmt.Errorf("%w: %q: waiting behind this Client's earlier waiters: %w", ErrNotObtained, key, err)
-		}
-		if handed != nil {
-			return handed, nil
-		}
-	}
-	// A waiter of another Client that cannot hear notices only polls: the
-	// next local waiter leaves the key free for a backoff first.
-	l, err := c.wait(ctx, key, ttl, queued && c.noticesOff())
-	if err != nil {
-		pass()
-		return nil, err
-	}
-	c.turns.Saw(key, nil) // the waiters behind it now wait for this lock
-	l.passTurnAtEnd(pass)
-	return l, nil
+// TryLockMulti makes one attempt to take every key of keys for ttl, as one
+// lock: the *Lock it returns holds all of them, or it returns none. On each
+// master one script takes every key or none (a master where another token
+// holds one of the keys votes no and sets nothing), and the usual Redlock
+// rules apply to the set: a majority, validity = ttl − elapsed − drift, and
+// release everywhere on failure. Extend, Unlock, Done and Until work on
+// all the keys at once; Unlock announces the release on every key, so
+// waiters on any of them try again. Fence draws one fence for all the
+// keys: above every earlier holder's of any of them, and below every later
+// holder's (see Lock.Fence). DoMulti is Do for a set of keys. A multi-key
+// lock is never handed to a waiter by Unlock (see Lock.Unlock): it is
+// released, and waiters compete.
+//
+// keys must be non-empty, each non-empty, and distinct: otherwise the
+// error matches ErrInvalidArgument. Where a vote is a Redis Cluster, the
+// keys must share a hash slot, since a script may only touch one; give
+// them a common hash tag ("{order:7}:stock", "{order:7}:invoice").
+// Otherwise TryLockMulti fails as TryLock does.
+func (c *Client) TryLockMulti(ctx context.Context, keys []string, ttl time.Duration) (*Lock, error) {
+	l, err := c.e().TryLockMulti(ctx, keys, ttl)
+	return wrap(l), err
 }
 
-// withCtx makes err match ctx.Err() as well when ctx has ended.
-func withCtx(ctx context.Context, err error) error {
-	if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
-		return fmt.Errorf("%w (%w)", err, ctxErr)
-	}
-	return err
+// LockMulti takes every key of keys for ttl, as TryLockMulti does, waiting
+// until it has them all or ctx ends. After a failed attempt it waits for a
+// release of any of the keys (a notice) or a jittered, growing delay,
+// whichever comes first. Lock calls on overlapping key sets cannot
+// deadlock: no call ever holds some keys while it waits for others.
+// Errors are Lock's: ErrNotObtained with the last attempt's *QuorumError
+// and ctx's error when ctx ends, ErrClosed after Close, ErrInvalidArgument
+// for bad input (see TryLockMulti).
+func (c *Client) LockMulti(ctx context.Context, keys []string, ttl time.Duration) (*Lock, error) {
+	l, err := c.e().LockMulti(ctx, keys, ttl)
+	return wrap(l), err
 }
 
-// checkLock validates TryLock and Lock arguments and returns ttl rounded
-// down to what Redis is told (whole milliseconds), so that validity is
-// computed from the expiry the nodes really apply.
-func (c *Client) checkLock(ctx context.Context, key string, ttl time.Duration) (time.Duration, error) {
-	if ctx == nil {
-		return 0, fmt.Errorf("%w: nil context", ErrInvalidArgument)
-	}
-	if key == "" {
-		return 0, fmt.Errorf("%w: empty key", ErrInvalidArgument)
-	}
-	if err := c.checkKey(key); err != nil {
-		return 0, err
-	}
-	return c.checkTTL(ttl)
+// Resume returns a Lock on key for token, the Token() of a lock that
+// another Client (often another process) obtained, so that this one can
+// go on with it: extend it, fence it, unlock it, or hand it on. It makes
+// one extension round: every master that holds token for key keeps it at
+// least ttl from now (no key is ever created or shortened), and the Lock
+// is returned only when a majority did so in time. Its validity counts
+// from that round's start, like an acquisition's: Until is at most the
+// round's start + ttl − drift.
+//
+// A token is a capability: whoever has it can extend and release the lock,
+// so pass it only to whom the lock is meant for, over a channel you
+// trust. Tokens are 128-bit random values (UUID version 4), not
+// guessable. After passing the token on, the first holder should stop
+// using its Lock: both are the same lock on the masters, and either's
+// Unlock releases it for both. A fence drawn by the resumed Lock
+// (Lock.Fence) is higher than the first holder's, so a resource that
+// checks fences refuses the first holder's writes from then on.
+//
+// A lock that a hand-off from another Client gave to a waiter (Lock's
+// wait, wants.go), passed on here and unlocked, can be handed the key
+// again by a holder that missed the want's withdrawal: its token then
+// stays until its TTL on the masters that holder held, and the key is
+// nobody's meanwhile. The Client the lock came from cannot release it: the
+// token may be held here still. This costs a turn, never a second holder.
+//
+// Resume returns an error matching ErrNotHeld, with a *QuorumError, when
+// no majority holds token for key in time. When a majority said the token
+// is gone (the lock was released, expired or taken over), no lock holds it
+// any more, and Resume releases it wherever it remains, since its round
+// may have lengthened it there. When too few masters answered (timeouts,
+// errors, ctx), the lock may still be its first holder's, and Resume
+// releases nothing; masters that answered have kept the key at least ttl,
+// as an Extend cut short does. If ctx ended, the error also matches
+// ctx.Err(). A token that is
+// not a Lock's Token(), an empty key or a TTL too short return an error
+// matching ErrInvalidArgument; after Close, ErrClosed.
+func (c *Client) Resume(ctx context.Context, key, token string, ttl time.Duration) (*Lock, error) {
+	l, err := c.e().Resume(ctx, key, token, ttl)
+	return wrap(l), err
 }
 
-// checkKey refuses a key named like the library's own keys, and, where a
-// vote is a Redis Cluster, a key whose library keys cannot share its slot.
-func (c *Client) checkKey(key string) error {
-	if script.OwnKey(key) {
-		return fmt.Errorf("%w: key %q is a name the library uses for its own keys (a memory marker, a fence counter or a wanted key)", ErrInvalidArgument, key)
-	}
-	if c.anyCluster && script.Slotless(key) {
-		return fmt.Errorf("%w: key %q has a '}' but no hash tag, so on a Redis Cluster vote the library's keys for it "+
-			"(memory marker, fence counter, wanted key) cannot share its slot: give it a hash tag, such as {%s}", ErrInvalidArgument, key, strings.ReplaceAll(key, "}", ""))
-	}
-	return nil
+// Do runs fn while holding the lock on key, and keeps the lock for as long
+// as fn runs.
+//
+// It waits for the lock like Lock (ctx bounds the wait and is the parent of
+// fn's context). While fn runs, a goroutine extends the lock to ttl every
+// ttl/3, retrying a failed extension within the remaining validity. The
+// moment the lock can no longer be trusted — an extension found it lost, or
+// its validity ended without a successful extension — fn's context is
+// cancelled, with a cause matching ErrLockLost (context.Cause). fn must stop
+// acting on the protected resource when its context is done. When fn
+// returns, the lock is released, and no goroutine started by Do outlives it.
+//
+// Do returns:
+//   - the Lock error (matching ErrNotObtained, ErrInvalidArgument, …) when
+//     the lock was not obtained; fn did not run;
+//   - an error matching ErrLockLost when the lock was lost while fn ran,
+//     joined with fn's own error if it returned one;
+//   - otherwise fn's error, unchanged (nil on success).
+//
+// fn finds the lock with LockFromContext(ctx), for its fence (Lock.Fence).
+//
+// If fn panics, Do stops extending, releases the lock and re-panics.
+//
+// A release that fails after fn succeeded under the lock is not reported:
+// the work was done while the lock was held, and the keys expire with their
+// TTL. Nested Do or Lock calls for the same key from inside fn are not
+// re-entrant: pass the held lock's context down instead (see the README).
+func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(ctx context.Context) error) error {
+	return c.e().Do(ctx, key, ttl, fn)
 }
 
-// announce is the notice the nodes publish when they grant (kind
-// acquiredNotice) or release key for token; none when notices are off.
-func (c *Client) announce(kind, key, token string, age int) script.Notice {
-	if c.cfg.noNotices {
-		return script.Notice{}
-	}
-	return script.NewNotice(kind, key, c.id, token, age)
+// DoMulti is Do holding every key of keys, as one lock taken by LockMulti
+// (see TryLockMulti for the rules and the bad input). fn finds the lock
+// with LockFromContext, for its fence (Lock.Fence: one fence above every
+// earlier fence of each key).
+func (c *Client) DoMulti(ctx context.Context, keys []string, ttl time.Duration, fn func(ctx context.Context) error) error {
+	return c.e().DoMulti(ctx, keys, ttl, fn)
 }
 
-// errNotNew is every call's error on a Client that New did not make: a zero
-// Client has no nodes, and a majority of none would grant every lock.
-var errNotNew = fmt.Errorf("%w: Client not made by New (use redlock.New)", ErrInvalidArgument)
+// An Inspection is what the masters said of a key during one round of
+// Client.Inspect. It is a snapshot: by the time it is read, the key may
+// have expired, been released or been taken. Use it to watch and to
+// debug, never to decide whether to act on what a lock protects; only a
+// Lock you hold, within its Until, says that.
+//
+// An Inspection prints (fmt, with any verb; log/slog, with any handler) as
+// its exported fields, never as the values the masters hold: HeldBy is the
+// only way to compare them with a token.
+//
+// Its fields:
+//
+//	Key     string
+//	Masters int // how many masters the Client has
+//	Quorum  int // a majority of them
+//	// Answered is how many masters answered; the others are in Failed.
+//	Answered int
+//	// Holding is how many of those that answered hold the key, with any
+//	// token (or a value that is no token: a key of another kind blocks a
+//	// lock as well).
+//	Holding int
+//	// MinTTL and MaxTTL are the smallest and largest TTL left on the
+//	// holding masters, as each reported it; 0 when none holds the key. A
+//	// key without an expiry (set by something other than this library)
+//	// counts as -1.
+//	MinTTL, MaxTTL time.Duration
+//	// Failed lists the masters that did not answer before their deadline,
+//	// or answered with an error.
+//	Failed []*NodeError
+type Inspection = engine.Inspection
 
-// usable reports errNotNew for a nil or zero Client.
-func (c *Client) usable() error {
-	if c == nil || len(c.nodes) == 0 || c.quorum < 1 || c.closing == nil {
-		return errNotNew
-	}
-	return nil
+// Inspect asks every master, in parallel and under the per-node deadline
+// (WithNodeTimeout, or DefaultMaxNodeTimeout), what key holds: how many
+// hold it, the TTLs left there, and, with HeldBy, whether a given token
+// holds it. It changes nothing on the masters, and waits for every master
+// until its deadline (not only for a majority), so that the answer is as
+// complete as the masters allow.
+//
+// The Inspection is a snapshot; see its documentation. Inspect returns it
+// with a nil error when a majority of the masters answered; otherwise it
+// returns it all the same, with an error matching ErrNotObtained and
+// carrying a *QuorumError, since fewer than a majority tell little. Bad
+// input returns an error matching ErrInvalidArgument, and after Close an
+// error matching ErrClosed.
+func (c *Client) Inspect(ctx context.Context, key string) (Inspection, error) {
+	return c.e().Inspect(ctx, key)
 }
 
-// isClosed reports whether Close was called.
-func (c *Client) isClosed() bool {
-	select {
-	case <-c.closing:
-		return true
-	default:
-		return false
-	}
+// Held asks the masters whether the lock is still held (an Inspect round
+// per key): true when its validity has not ended and, for each of its keys,
+// a majority of the masters answered that they hold its token. Like Inspect, it is a snapshot for
+// watching and debugging: Until, Done and Extend are how a holder knows
+// it may act. It returns false and the error when Inspect could not reach
+// a majority; false and nil for a nil *Lock.
+func (l *Lock) Held(ctx context.Context) (bool, error) {
+	return l.e().Held(ctx)
 }
 
-// enter registers an operation; it fails once the Client is closed.
-func (c *Client) enter() error {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	if c.closed {
-		return ErrClosed
-	}
-	c.bg.Add(1)
-	return nil
+// String describes the Client: its masters, its quorum and whether it is
+// closed. It never includes a token: not those of its waiters, which a
+// hand-off makes a lock's, nor those of the locks it gave.
+func (c *Client) String() string {
+	return c.e().String()
+}
+
+// Format prints the Client as String does, for every verb (%v, %+v, %#v,
+// %s, %q, %x, ...): never its fields, so never a token.
+func (c *Client) Format(f fmt.State, verb rune) {
+	c.e().Format(f, verb)
+}
+
+// LogValue is the Client for log/slog: a group of its masters, quorum and
+// whether it is closed; never a token.
+func (c *Client) LogValue() slog.Value {
+	return c.e().LogValue()
 }

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Every test under the race detector: the nested packages with go test, and
-# the root package's tests in RACE_SHARDS processes side by side (default
-# 2; 1 runs them in one), from one test binary. Most of the root tests'
-# time is spent waiting (TTLs, node deadlines, backoffs, a paused master),
+# Every test under the race detector: the other packages with go test, and
+# internal/engine's tests (the lock logic's, most of the suite) in
+# RACE_SHARDS processes side by side (default 2; 1 runs them in one), from
+# one test binary. Most of those tests' time is spent waiting (TTLs, node deadlines, backoffs, a paused master),
 # not computing, so shards run side by side well on two cores. The fault
 # suite (TestChaos, the longest test) leads the first shard; the other
 # tests are dealt in turn (see below). Each shard's output is printed as
@@ -20,17 +20,17 @@ if ! [[ $shards =~ ^[1-9][0-9]*$ ]]; then
 	echo "RACE_SHARDS=$shards: want a positive integer" >&2
 	exit 2
 fi
-module=$(go list -m)
+engine=$(go list -m)/internal/engine
 
 # The other packages first: they take seconds.
-others=$(go list ./... | grep -vx "$module")
+others=$(go list ./... | grep -vx "$engine")
 go test -race -count=1 $others
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-go test -race -c -o "$work/root.test" .
+go test -race -c -o "$work/engine.test" ./internal/engine
 # Tests, examples and fuzz targets' seed corpora; not benchmarks.
-mapfile -t names < <("$work/root.test" -test.list '.*' | grep -E '^(Test|Example|Fuzz)')
+mapfile -t names < <("$work/engine.test" -test.list '.*' | grep -E '^(Test|Example|Fuzz)')
 
 # The fault suite takes about half as long as the other tests together
 # (200 s and 400 s under -race on two cores), so its shard also takes one
@@ -54,7 +54,7 @@ done
 start=$SECONDS
 declare -a pids
 for i in "${!groups[@]}"; do
-	"$work/root.test" -test.count=1 -test.timeout=30m -test.run "^(${groups[i]})\$" \
+	(cd internal/engine && exec "$work/engine.test" -test.count=1 -test.timeout=30m -test.run "^(${groups[i]})\$") \
 		>"$work/shard$i.log" 2>&1 &
 	pids[i]=$!
 done

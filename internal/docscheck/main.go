@@ -68,6 +68,10 @@ type index struct {
 	types   map[string]map[string]bool // the root package's exported types: their exported methods and fields
 	members map[string]bool            // every exported method and field name of the root package
 	others  map[string]bool            // exported names declared in the repository's other packages
+	// The root package's aliases of internal/engine's types, and those
+	// types' exported methods and fields: an alias has its type's.
+	aliases map[string]string
+	engine  map[string]map[string]bool
 }
 
 func newIndex() *index {
@@ -75,6 +79,7 @@ func newIndex() *index {
 		tests: map[string]bool{}, files: map[string]bool{}, bases: map[string]bool{},
 		decls: map[string]bool{}, types: map[string]map[string]bool{},
 		members: map[string]bool{}, others: map[string]bool{},
+		aliases: map[string]string{}, engine: map[string]map[string]bool{},
 	}
 }
 
@@ -261,6 +266,12 @@ func (idx *index) addDecls(fset *token.FileSet, name string, src []byte, inRoot 
 		if !ast.IsExported(name) {
 			return
 		}
+		if f.Name.Name == "engine" {
+			if idx.engine[typ] == nil {
+				idx.engine[typ] = map[string]bool{}
+			}
+			idx.engine[typ][name] = true
+		}
 		members[name] = true
 		if root && ast.IsExported(typ) {
 			if idx.types[typ] == nil {
@@ -293,6 +304,9 @@ func (idx *index) addDecls(fset *token.FileSet, name string, src []byte, inRoot 
 						decls[s.Name.Name] = true
 						if root && idx.types[s.Name.Name] == nil {
 							idx.types[s.Name.Name] = map[string]bool{}
+						}
+						if sel, ok := s.Type.(*ast.SelectorExpr); root && s.Assign.IsValid() && ok {
+							idx.aliases[s.Name.Name] = sel.Sel.Name
 						}
 					}
 					for _, m := range fieldNames(s.Type) {
@@ -445,6 +459,9 @@ func (idx *index) member(name, sel string, needDecl bool) (string, bool) {
 	ms, isType := idx.types[name]
 	if !isType {
 		return full, true // a variable's or function's selector: not checked
+	}
+	if of, ok := idx.aliases[name]; ok && idx.engine[of][sel] {
+		return full, true
 	}
 	return full, ms[sel]
 }

@@ -20,7 +20,7 @@ import (
 	"github.com/redlock-go/redlock/internal/script"
 )
 
-// A reply is a master's answer to one command: an error, an integer, an
+// A Reply is a master's answer to one command: an error, an integer, an
 // array or a string. go-redis's *redis.Cmd is one.
 type Reply interface {
 	Err() error
@@ -30,29 +30,29 @@ type Reply interface {
 	Text() (string, error)
 }
 
-// A conn is one master as the lock logic reaches it. Its methods are safe
+// A Conn is one master as the lock logic reaches it. Its methods are safe
 // for concurrent use, and return when ctx ends at the latest (the library
 // enforces its own deadlines on top; see fanOut).
 type Conn interface {
-	// script runs a script command, EVALSHA's arguments (luaScript.evalsha),
+	// Script runs a script command, EVALSHA's arguments (luaScript.evalsha),
 	// and runs the script's source with EVAL when the master does not know
 	// it (NOSCRIPT: restarted, or its script cache flushed).
 	Script(ctx context.Context, args []any) Reply
-	// publish sends message on channel.
+	// Publish sends message on channel.
 	Publish(ctx context.Context, channel, message string) error
-	// publishAll sends messages[i] on channels[i], for each i, in one
+	// PublishAll sends messages[i] on channels[i], for each i, in one
 	// round trip where the driver can (a pipeline), and returns the first
 	// error.
 	PublishAll(ctx context.Context, channels, messages []string) error
-	// subscribe opens a pub/sub connection subscribed to nothing yet.
+	// Subscribe opens a pub/sub connection subscribed to nothing yet.
 	Subscribe() Subscription
-	// cluster reports whether the master is a Redis Cluster, whose scripts
+	// Cluster reports whether the master is a Redis Cluster, whose scripts
 	// may only touch one hash slot, and whose script PUBLISH counts only
 	// its own shard's subscribers.
 	Cluster() bool
 }
 
-// A subscription is one pub/sub connection to a master. subscribe and
+// A Subscription is one pub/sub connection to a master. subscribe and
 // unsubscribe calls are made one at a time, in order (waker.send); run
 // delivers, in order, the master's confirmations and messages until close,
 // and re-subscribes a connection that broke to the channels it had.
@@ -63,7 +63,7 @@ type Subscription interface {
 	Close() error
 }
 
-// A subEvent is what a subscription delivers: a confirmation that channel
+// A SubEvent is what a subscription delivers: a confirmation that channel
 // is subscribed (or unsubscribed), or a message on it.
 type SubEvent struct {
 	Kind    subKind
@@ -73,19 +73,22 @@ type SubEvent struct {
 
 type subKind int
 
+// The kinds of SubEvent.
 const (
 	SubConfirmed subKind = iota
 	subEnded
 	SubMessage
 )
 
-// goRedis is a conn over a go-redis v9 client: plain, Sentinel-managed,
+// GoRedis is a conn over a go-redis v9 client: plain, Sentinel-managed,
 // cluster or ring. Batching (pipe.go) is go-redis's too: it sends a master's
 // queued requests as one go-redis pipeline.
 type GoRedis struct{ C redis.UniversalClient }
 
+// Script runs a script command (see Conn).
 func (g GoRedis) Script(ctx context.Context, args []any) Reply { return Run(ctx, g.C, args) }
 
+// Publish sends message on channel: a shard channel on a Redis Cluster.
 func (g GoRedis) Publish(ctx context.Context, channel, message string) error {
 	if g.Cluster() { // a shard channel (shardedChannel)
 		return g.C.SPublish(ctx, channel, message).Err()
@@ -93,6 +96,7 @@ func (g GoRedis) Publish(ctx context.Context, channel, message string) error {
 	return g.C.Publish(ctx, channel, message).Err()
 }
 
+// PublishAll sends messages[i] on channels[i] in one pipeline.
 func (g GoRedis) PublishAll(ctx context.Context, channels, messages []string) error {
 	cluster := g.Cluster()
 	_, err := g.C.Pipelined(ctx, func(p redis.Pipeliner) error {
@@ -108,6 +112,7 @@ func (g GoRedis) PublishAll(ctx context.Context, channels, messages []string) er
 	return err
 }
 
+// Subscribe opens a pub/sub connection: per hash slot on a Redis Cluster.
 func (g GoRedis) Subscribe() Subscription {
 	if cc, ok := g.C.(*redis.ClusterClient); ok {
 		return newShardSubs(cc)
@@ -115,6 +120,7 @@ func (g GoRedis) Subscribe() Subscription {
 	return goRedisSub{g.C.Subscribe(context.Background())}
 }
 
+// Cluster reports whether the master is a Redis Cluster.
 func (g GoRedis) Cluster() bool {
 	_, ok := g.C.(*redis.ClusterClient)
 	return ok
@@ -131,7 +137,7 @@ func (s goRedisSub) Unsubscribe(ctx context.Context, channel string) error {
 	return s.ps.Unsubscribe(ctx, channel)
 }
 
-// run reads the subscription's messages itself, until the PubSub is
+// Run reads the subscription's messages itself, until the PubSub is
 // closed. go-redis's ChannelWithSubscriptions would hand each one through
 // two more goroutines (its reader's, and a health check's woken per
 // message) and a timer: three wake-ups per notice where one will do, and a
@@ -216,7 +222,7 @@ func (s goRedisSub) check(ctx context.Context, heard *atomic.Bool) {
 
 func (s goRedisSub) Close() error { return s.ps.Close() }
 
-// runScript sends a script command alone, and again as EVAL when the
+// Run sends a script command alone, and again as EVAL when the
 // master does not know the script (NOSCRIPT), as go-redis's Script.Run
 // does.
 func Run(ctx context.Context, c redis.UniversalClient, args []any) *redis.Cmd {

@@ -18,12 +18,12 @@ import (
 // at most (WithBatchLimit).
 const DefaultBatchLimit = 128
 
-// maxStalledBatches caps the batches a master may have in flight when all
+// MaxStalledBatches caps the batches a master may have in flight when all
 // of them are past their requests' deadlines: a master that hangs costs at
 // most this many connections.
 const MaxStalledBatches = 4
 
-// A pipe sends one master's requests. A request that finds the pipe idle
+// A Pipe sends one master's requests. A request that finds the pipe idle
 // goes out at once, alone; those that arrive while a batch is on its way
 // queue, and go out together, in the order they came, when it returns.
 // So there is one live batch per master at a time, and no request overtakes
@@ -67,21 +67,21 @@ type Pipe struct {
 	sent    map[any]bool // the scripts (SHA1) a batch sent with their source (withSources)
 }
 
-// newPipe returns the pipe of the master that client reaches, sending at
+// NewPipe returns the pipe of the master that client reaches, sending at
 // most limit requests per batch; a sender runs only for a request
 // registered in bg, on a goroutine that spawn starts.
 func NewPipe(client redis.UniversalClient, limit int, bg *sync.WaitGroup, spawn func(workers.Task)) *Pipe {
 	return &Pipe{client: client, limit: limit, bg: bg, spawn: spawn}
 }
 
-// queued reports how many requests wait for a batch.
+// Queued reports how many requests wait for a batch.
 func (p *Pipe) Queued() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return len(p.queue)
 }
 
-// do runs a script command (evalsha's arguments) on the master through the
+// Do runs a script command (evalsha's arguments) on the master through the
 // pipe and returns its reply.
 // When the pipe is idle, the calling goroutine sends the batch itself.
 func (p *Pipe) Do(ctx context.Context, send SendCheck, keep LateSend, args []any) *redis.Cmd {
@@ -96,7 +96,7 @@ func (p *Pipe) Do(ctx context.Context, send SendCheck, keep LateSend, args []any
 	return cmd
 }
 
-// start queues a script command (evalsha's arguments) for the master and
+// Start queues a script command (evalsha's arguments) for the master and
 // returns at once; to takes its reply (see replyTo). When the pipe is idle,
 // a worker sends it. The caller must be registered in the Client's bg until
 // to has the reply.
@@ -106,7 +106,7 @@ func (p *Pipe) Start(ctx context.Context, send SendCheck, keep LateSend, args []
 	}
 }
 
-// startFirst is start for a clean-up (Client.releaseNodeArgs): the request
+// StartFirst is start for a clean-up (Client.releaseNodeArgs): the request
 // goes ahead of every request queued, behind only the batches on their way.
 func (p *Pipe) StartFirst(ctx context.Context, keep LateSend, args []any, to replyTo) {
 	if _, start := p.enqueue(ctx, nil, keep, args, to, true); start {

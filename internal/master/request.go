@@ -39,12 +39,12 @@ type replyTo interface{ Reply(cmd *redis.Cmd) }
 // call to every master.
 var requests = sync.Pool{New: func() any { return &request{done: make(chan struct{}, 1)} }}
 
-// A sendCheck says, just before a request goes out, whether it is still
+// A SendCheck says, just before a request goes out, whether it is still
 // wanted: a *hold, whose acquisition may have given the node up meanwhile.
 // (An interface, not a func: a method value is an allocation per call.)
 type SendCheck interface{ Send() bool }
 
-// errNotSent is a request's error when its send check said no.
+// ErrNotSent is a request's error when its send check said no.
 var ErrNotSent = errors.New("redlock: request not sent: no longer wanted")
 
 // finish makes r's reply final, with err when not nil; r belongs to its
@@ -86,7 +86,7 @@ func (r *request) sendBy(now time.Time) (time.Time, bool) {
 	return d, ok
 }
 
-// A lateSend lets a request go out after its ctx's deadline passed, until
+// A LateSend lets a request go out after its ctx's deadline passed, until
 // until, with wait to be answered once it goes; zero, it does not.
 type LateSend struct {
 	Until time.Time

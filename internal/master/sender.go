@@ -24,7 +24,7 @@ type batch struct {
 // otherwise.
 var batches = sync.Pool{New: func() any { return new(batch) }}
 
-// run sends batches until the queue is empty. A pipe is the task its
+// Run sends batches until the queue is empty. A pipe is the task its
 // workers run (no method value to allocate for each start).
 func (p *Pipe) Run() {
 	defer p.bg.Done()

@@ -249,11 +249,12 @@ func apply(src string, edits []edit) string {
 	return out.String()
 }
 
-// buildSchemata compiles the schemata's test binary in dir.
-func buildSchemata(dir string, timeout time.Duration) (bin string, out []byte, err error) {
+// buildSchemata compiles the test binary of the package in dir/pkg, of the
+// schemata's copy of the module in dir.
+func buildSchemata(dir, pkg string, timeout time.Duration) (bin string, out []byte, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	bin = filepath.Join(dir, "schemata.test")
-	out, err = compileTests(ctx, dir, bin)
+	out, err = compileTests(ctx, filepath.Join(dir, pkg), bin)
 	return bin, out, err
 }

@@ -87,7 +87,7 @@ func TestReport(t *testing.T) {
 	if _, err := format.Source(src); err != nil {
 		t.Fatalf("the schemata's m.go does not parse: %v\n%s", err, src)
 	}
-	bin, out, err := buildSchemata(copyDir, 5*time.Minute)
+	bin, out, err := buildSchemata(copyDir, ".", 5*time.Minute)
 	if err != nil {
 		t.Fatalf("build: %v\n%s\n%s", err, out, src)
 	}

@@ -6,10 +6,10 @@ package script
 
 import "strings"
 
-// fenceSuffix names a key's fence counter: key + fenceSuffix.
+// FenceSuffix names a key's fence counter: key + fenceSuffix.
 const FenceSuffix = ":redlock-fence"
 
-// fenceKey is the key of key's fence counter on a master (see inSlotOf).
+// FenceKey is the key of key's fence counter on a master (see inSlotOf).
 func FenceKey(key string, cluster bool) string {
 	if !cluster {
 		return key + FenceSuffix
@@ -30,7 +30,7 @@ func inSlotOf(key, suffix string) string {
 	return "{" + key + "}" + suffix
 }
 
-// slotless reports whether key's library keys (its memory marker, its fence
+// Slotless reports whether key's library keys (its memory marker, its fence
 // counter, its wanted key) cannot share its hash slot on a Redis Cluster
 // master: it has a '}' but no hash tag. A script must declare them with the
 // key, and a Cluster master refuses keys of two slots in one script.
@@ -49,7 +49,7 @@ func hasHashTag(key string) bool {
 	return end > 0
 }
 
-// markerKey is the master's memory marker that the scripts read: one per
+// MarkerKey is the master's memory marker that the scripts read: one per
 // plain master; on a Redis Cluster master it must share the lock key's hash
 // slot, so it is one per hash tag (inSlotOf), which knows only since that
 // tag was first used there.
@@ -60,17 +60,18 @@ func MarkerKey(key string, cluster bool) string {
 	return inSlotOf(key, markerSuffix)
 }
 
+// The memory markers' names.
 const (
 	PlainMarkerKey = "redlock:memory"  // a plain master's marker
 	markerSuffix   = ":redlock-memory" // a cluster master's, after the key's hash tag
 )
 
-// wantedSuffix ends a lock key's wanted key (lua/token.lua): where a waiter
+// WantedSuffix ends a lock key's wanted key (lua/token.lua): where a waiter
 // of another Client records that the key's value refused it, so that the
 // holder announces its next hand-off. The lock key itself is never marked.
 const WantedSuffix = ":redlock-wanted"
 
-// wantedKey is the wanted key of lock key key on a master: key +
+// WantedKey is the wanted key of lock key key on a master: key +
 // wantedSuffix, on a Redis Cluster master in key's hash slot (inSlotOf),
 // as a script's declared keys must be.
 func WantedKey(key string, cluster bool) string {
@@ -91,7 +92,7 @@ func hashedPart(key string) string {
 	return key
 }
 
-// hashSlot is the Redis Cluster hash slot of key: CRC16 (XMODEM) of its
+// HashSlot is the Redis Cluster hash slot of key: CRC16 (XMODEM) of its
 // hash tag, or of the whole key without one, modulo 16384.
 func HashSlot(key string) int {
 	key = hashedPart(key)
@@ -109,7 +110,7 @@ func HashSlot(key string) int {
 	return int(crc % 16384)
 }
 
-// ownKey reports whether key is a name the library uses for its own keys
+// OwnKey reports whether key is a name the library uses for its own keys
 // (a memory marker, a fence counter, a wanted key): a lock on it would
 // overwrite them.
 func OwnKey(key string) bool {

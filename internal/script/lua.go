@@ -27,52 +27,62 @@ var (
 
 	//go:embed lua/acquire.lua
 	acquireLua string
-	Acquire    = newLuaScript(tokenLua + memoryLua + acquireLua)
+	// Acquire takes the key for a token, or names its holder.
+	Acquire = newLuaScript(tokenLua + memoryLua + acquireLua)
 
 	//go:embed lua/release.lua
 	releaseLua string
-	Release    = newLuaScript(tokenLua + releaseLua)
+	// Release deletes the key where it holds the token.
+	Release = newLuaScript(tokenLua + releaseLua)
 
 	//go:embed lua/handoff.lua
 	handoffLua string
-	HandOff    = newLuaScript(tokenLua + memoryLua + handoffLua)
+	// HandOff replaces our token with the next holder's.
+	HandOff = newLuaScript(tokenLua + memoryLua + handoffLua)
 
 	//go:embed lua/extend.lua
 	extendLua string
-	Extend    = newLuaScript(tokenLua + memoryLua + extendLua)
+	// Extend sets the key's TTL where it holds the token, or repairs it.
+	Extend = newLuaScript(tokenLua + memoryLua + extendLua)
 
 	//go:embed lua/fence.lua
 	fenceLua string
-	Fence    = newLuaScript(tokenLua + fenceLua)
+	// Fence draws the key's next fencing token.
+	Fence = newLuaScript(tokenLua + fenceLua)
 
 	//go:embed lua/acquire_multi.lua
 	acquireMultiLua string
-	AcquireMulti    = newLuaScript(tokenLua + memoryLua + acquireMultiLua)
+	// AcquireMulti takes every key of a multi-key lock, or none.
+	AcquireMulti = newLuaScript(tokenLua + memoryLua + acquireMultiLua)
 
 	//go:embed lua/extend_multi.lua
 	extendMultiLua string
-	ExtendMulti    = newLuaScript(tokenLua + memoryLua + extendMultiLua)
+	// ExtendMulti extends every key of a multi-key lock, or none.
+	ExtendMulti = newLuaScript(tokenLua + memoryLua + extendMultiLua)
 
 	//go:embed lua/release_multi.lua
 	releaseMultiLua string
-	ReleaseMulti    = newLuaScript(tokenLua + releaseMultiLua)
+	// ReleaseMulti releases every key of a multi-key lock that holds the token.
+	ReleaseMulti = newLuaScript(tokenLua + releaseMultiLua)
 
 	//go:embed lua/fence_multi.lua
 	fenceMultiLua string
-	FenceMulti    = newLuaScript(tokenLua + fenceMultiLua)
+	// FenceMulti draws a multi-key lock's next fencing token.
+	FenceMulti = newLuaScript(tokenLua + fenceMultiLua)
 
-	// guardCheckScript runs memory() alone, as New's check of the
-	// Client's rights to the marker (guard.go).
 	//go:embed lua/guard_check.lua
 	guardCheckLua string
-	GuardCheck    = newLuaScript(memoryLua + guardCheckLua)
+	// GuardCheck runs memory() alone, as New's check of the Client's
+	// rights to the marker (the engine's guard.go).
+	GuardCheck = newLuaScript(memoryLua + guardCheckLua)
 
 	//go:embed lua/inspect.lua
 	inspectLua string
-	Inspect    = newLuaScript(inspectLua)
+	// Inspect reads a key's value and TTL.
+	Inspect = newLuaScript(inspectLua)
 )
 
-// A luaScript is one of the scripts, with its SHA1 and its source boxed
+// A Script is one of the scripts, with its SHA1 and its source boxed
 // once: the commands that run it are built by the library (see evalsha),
 // and boxing a string for every call is an allocation each time.
 type Script struct {
@@ -80,7 +90,7 @@ type Script struct {
 	SHA, Source any
 }
 
-// scriptsBySHA finds a script's source from its SHA1, for EVAL after a
+// BySHA finds a script's source from its SHA1, for EVAL after a
 // master answered NOSCRIPT (restarted, or its script cache flushed).
 var BySHA = map[string]*Script{}
 
@@ -91,7 +101,7 @@ func newLuaScript(src string) *Script {
 	return s
 }
 
-// evalsha returns the command's arguments that run s on keys with argv:
+// Evalsha returns the command's arguments that run s on keys with argv:
 // EVALSHA sha numkeys keys... argv..., what go-redis's Script.Run sends.
 // keys and argv come boxed: the caller boxes what every master of a round
 // shares once for all of them.
@@ -101,7 +111,7 @@ func (s *Script) Evalsha(nkeys int, keysAndArgv ...any) []any {
 	return append(args, keysAndArgv...)
 }
 
-// asEval returns the arguments of EVALSHA command args as EVAL with the
+// AsEval returns the arguments of EVALSHA command args as EVAL with the
 // script's source, or nil when args are not a call of one of our scripts.
 func AsEval(args []any) []any {
 	if len(args) < 3 || args[0] != "evalsha" {

@@ -10,6 +10,7 @@ import (
 	"strings"
 )
 
+// The notice channels' names, and a notice's bounds.
 const (
 	NoticePrefix = "redlock:notices:"
 	handedInfix  = "handed:" // after noticePrefix, in a handedChannel
@@ -17,11 +18,11 @@ const (
 	maxWantTTL   = 1<<31 - 1 // in a wanted notice, in milliseconds (24 days)
 )
 
-// noticeChannel is the pub/sub channel on which key's releases and
+// NoticeChannel is the pub/sub channel on which key's releases and
 // acquisitions are announced.
 func NoticeChannel(key string) string { return NoticePrefix + key }
 
-// handedChannel is the pub/sub channel on which a hand-off of key to a
+// HandedChannel is the pub/sub channel on which a hand-off of key to a
 // waiter of the Client whose id is client is announced (wants.go): that
 // Client alone hears it, where every Client that watches key would hear it
 // on key's notice channel, five notices to each per turn. It shares the
@@ -34,13 +35,13 @@ func HandedChannel(key, client string) string {
 	return NoticePrefix + handedInfix + client + ":" + key
 }
 
-// handedSuffix ends the id of every Client that subscribes to its
+// HandedSuffix ends the id of every Client that subscribes to its
 // handedChannels. A Client of an earlier version does not, and its waiters
 // hear of a hand-off only on the key's notice channel, as every Client did
 // then (handOffChannel).
 const HandedSuffix = "+h"
 
-// handOffChannel is the channel on which a hand-off of key to a waiter of
+// HandOffChannel is the channel on which a hand-off of key to a waiter of
 // client is announced: client's handedChannel, or, for a Client of an
 // earlier version, key's notice channel, where the other Clients hear that
 // the want was served, since its Client does not withdraw it (wants.go).
@@ -51,7 +52,7 @@ func HandOffChannel(key, client string) string {
 	return NoticeChannel(key)
 }
 
-// shardedChannel is key's notice channel on a Redis Cluster master: a shard
+// ShardedChannel is key's notice channel on a Redis Cluster master: a shard
 // channel (SPUBLISH, SSUBSCRIBE) in key's hash slot, so that the shard that
 // holds the key delivers its notices, and a script's SPUBLISH counts every
 // subscriber that hears it. It is the part of key that Redis hashes, in
@@ -64,7 +65,7 @@ func ShardedChannel(key string) string { return sharded(key, NoticeChannel(key))
 // Client's handedChannel) as a shard channel in key's slot.
 func sharded(key, ch string) string { return "{" + hashedPart(key) + "}" + ch }
 
-// noticeChannelOn is key's notice channel on a master: sharded on a Redis
+// NoticeChannelOn is key's notice channel on a master: sharded on a Redis
 // Cluster, plain otherwise.
 func NoticeChannelOn(key string, cluster bool) string {
 	if cluster {
@@ -73,7 +74,7 @@ func NoticeChannelOn(key string, cluster bool) string {
 	return NoticeChannel(key)
 }
 
-// channelOn is key's plain channel ch (its notice channel, or a
+// ChannelOn is key's plain channel ch (its notice channel, or a
 // handedChannel of it) on a master: a shard channel in key's slot on a
 // Redis Cluster, ch itself otherwise.
 func ChannelOn(key, ch string, cluster bool) string {
@@ -83,7 +84,7 @@ func ChannelOn(key, ch string, cluster bool) string {
 	return sharded(key, ch)
 }
 
-// channelKey is the key whose notice channel, plain or sharded, channel is,
+// ChannelKey is the key whose notice channel, plain or sharded, channel is,
 // or whose handedChannel for the Client whose id is id (handed); ok is false
 // for any other channel.
 func ChannelKey(channel, id string) (key string, handed, ok bool) {
@@ -104,6 +105,7 @@ func ChannelKey(channel, id string) (key string, handed, ok bool) {
 	return key, false, true
 }
 
+// The kinds of notice.
 const (
 	AcquiredNotice = "acquired" // a master gave the key to the token
 	ReleasedNotice = "released" // a master deleted the token's key
@@ -111,11 +113,11 @@ const (
 	WantedNotice   = "wanted"   // the client's waiter asks for the key for the token, for n milliseconds; 0: no more
 )
 
-// A notice is a message the scripts publish when they change the key, on
+// A Notice is a message the scripts publish when they change the key, on
 // one of key's channels; the zero notice publishes nothing.
 type Notice struct{ Key, Channel, Message string }
 
-// newNotice is the notice of kind about key and token, on behalf of the
+// NewNotice is the notice of kind about key and token, on behalf of the
 // Client whose id is client. n is, for a wanted notice, the TTL asked for,
 // in milliseconds; for the others, how many releases the acquiring waiter
 // had seen go to others (its age).
@@ -123,7 +125,7 @@ func NewNotice(kind, key, client, token string, n int) Notice {
 	return Notice{key, NoticeChannel(key), kind + " " + client + " " + token + " " + strconv.Itoa(n)}
 }
 
-// parseNotice splits a notice; ok is false for anything else.
+// ParseNotice splits a notice; ok is false for anything else.
 func ParseNotice(msg string) (kind, client, token string, n int, ok bool) {
 	f := strings.Fields(msg)
 	if len(f) != 4 {

@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// turns is the per-key FIFO of local waiters. T is what a holder may hand
+// Turns is the per-key FIFO of local waiters. T is what a holder may hand
 // to the next waiter along with the turn (the Client's Lock); the queue
 // itself never looks into it.
 type Turns[T any] struct {
@@ -22,7 +22,7 @@ type Turns[T any] struct {
 	q  map[string]*turnQueue[T]
 }
 
-// newTurns returns an empty FIFO whose waiters return closed once closing
+// NewTurns returns an empty FIFO whose waiters return closed once closing
 // is closed.
 func NewTurns[T any](closing <-chan struct{}, closed error) *Turns[T] {
 	return &Turns[T]{closing: closing, closed: closed, q: map[string]*turnQueue[T]{}}
@@ -33,7 +33,7 @@ type turnQueue[T any] struct {
 	last    error // the last failed attempt of the turn's holder since it last held the key (saw)
 }
 
-// A turnWaiter is a queued Lock call. It is served exactly once, by serve:
+// A Waiter is a queued Lock call. It is served exactly once, by serve:
 // with the turn alone (nil), or with the turn and a value handed over by
 // the previous holder.
 type Waiter[T any] struct {
@@ -42,10 +42,10 @@ type Waiter[T any] struct {
 	served chan *T       // buffered: serving never blocks
 }
 
-// serve passes the turn to w, with handed (nil for the turn alone).
+// Serve passes the turn to w, with handed (nil for the turn alone).
 func (w *Waiter[T]) Serve(handed *T) { w.served <- handed }
 
-// take waits for key's turn in FIFO order and returns the function that
+// Take waits for key's turn in FIFO order and returns the function that
 // passes it on (safe to call more than once), with the lock if the previous
 // holder handed it over, and whether it had to queue behind another
 // waiter; or ctx's error, or closed once closing is.
@@ -96,7 +96,7 @@ func (t *Turns[T]) Take(ctx context.Context, key string, ttl time.Duration) (pas
 	return nil, nil, true, quit
 }
 
-// saw records the outcome of an attempt by the holder of key's turn: its
+// Saw records the outcome of an attempt by the holder of key's turn: its
 // error when it failed, nil once it holds the key. A waiter that gives up
 // in the queue reports the last failure, which says why the queue did not
 // move.
@@ -108,7 +108,7 @@ func (t *Turns[T]) Saw(key string, err error) {
 	}
 }
 
-// lastSeen returns the last failure saw recorded for key's turn, if any.
+// LastSeen returns the last failure saw recorded for key's turn, if any.
 func (t *Turns[T]) LastSeen(key string) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -118,7 +118,7 @@ func (t *Turns[T]) LastSeen(key string) error {
 	return nil
 }
 
-// claim removes key's first waiter from the queue, to be served by the
+// Claim removes key's first waiter from the queue, to be served by the
 // caller, who holds the turn and passes it to that waiter with serve; nil
 // when nobody waits.
 func (t *Turns[T]) Claim(key string) *Waiter[T] {
@@ -133,7 +133,7 @@ func (t *Turns[T]) Claim(key string) *Waiter[T] {
 	return w
 }
 
-// waiting reports how many waiters are queued for key.
+// Waiting reports how many waiters are queued for key.
 func (t *Turns[T]) Waiting(key string) int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -143,7 +143,7 @@ func (t *Turns[T]) Waiting(key string) int {
 	return 0
 }
 
-// headSince returns when key's next waiter queued, if one does.
+// HeadSince returns when key's next waiter queued, if one does.
 func (t *Turns[T]) HeadSince(key string) (time.Time, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -153,7 +153,7 @@ func (t *Turns[T]) HeadSince(key string) (time.Time, bool) {
 	return time.Time{}, false
 }
 
-// passer returns the idempotent function that hands key's turn to the next
+// Passer returns the idempotent function that hands key's turn to the next
 // waiter, or frees it.
 func (t *Turns[T]) Passer(key string) func() {
 	var once sync.Once

@@ -38,11 +38,11 @@ import (
 // never liveness or safety, since the backoff timer always runs and every
 // decision to hold a lock is the Redlock majority's.
 
-// subscriptionLinger is how long a key's subscription outlives its last
+// SubscriptionLinger is how long a key's subscription outlives its last
 // waiter.
 const SubscriptionLinger = time.Second
 
-// waker delivers notices to the Client's waiters.
+// Waker delivers notices to the Client's waiters.
 type Waker struct {
 	Nodes []master.Conn // the masters, in the Client's order
 	Cfg   Config
@@ -54,7 +54,7 @@ type Waker struct {
 	closed bool
 }
 
-// wakerConfig is what a waker needs to know of the Client it serves.
+// Config is what a Waker needs to know of the Client it serves.
 type Config struct {
 	ID               string        // the Client's, in the notices it sends
 	Quorum           int           // nodes that must announce an acquisition
@@ -63,7 +63,7 @@ type Config struct {
 	MaxDelay         time.Duration // the longest contention delay (the backoff's cap)
 	Off              bool          // notices are off: every watch is nil
 
-	// lateHandOff is told of a node's notice that it handed key to one of
+	// LateHandOff is told of a node's notice that it handed key to one of
 	// the Client's tokens no waiter expects any more (wants.go). It must
 	// not block.
 	LateHandOff func(key, token string, node int)
@@ -74,7 +74,7 @@ type Config struct {
 	SubscribeRefused func(node int, err error)
 }
 
-// newWaker returns a waker for the masters nodes. It opens no connection
+// NewWaker returns a waker for the masters nodes. It opens no connection
 // until the first watch.
 func NewWaker(nodes []master.Conn, cfg Config) *Waker {
 	return &Waker{Cfg: cfg, Nodes: nodes}
@@ -96,13 +96,13 @@ type subOp struct {
 	key       string // whose notice channel
 }
 
-// watch returns a reference to key's watch, subscribing if there is none;
+// Watch returns a reference to key's watch, subscribing if there is none;
 // nil when notices are off.
 func (w *Waker) Watch(key string) *Watcher {
 	return w.ref(key, true)
 }
 
-// existing returns a reference to key's watch if there is one (a waiter
+// Existing returns a reference to key's watch if there is one (a waiter
 // has it, or it lingers), nil otherwise.
 func (w *Waker) Existing(key string) *Watcher {
 	return w.ref(key, false)
@@ -140,7 +140,7 @@ func (w *Waker) ref(key string, create bool) *Watcher {
 	return &Watcher{W: w, Key: key, Kw: kw, taken: kw.Ch, takenReleases: kw.releases, takenGaps: kw.Gaps}
 }
 
-// listening is how many subscriptions of this Client hear key's notices on
+// Listening is how many subscriptions of this Client hear key's notices on
 // one node: 1 when it watches key, 0 otherwise.
 func (w *Waker) Listening(key string) int64 {
 	w.Mu.Lock()
@@ -151,7 +151,7 @@ func (w *Waker) Listening(key string) int64 {
 	return 0
 }
 
-// othersSeen reports whether another Client was heard to want key lately.
+// OthersSeen reports whether another Client was heard to want key lately.
 func (w *Waker) OthersSeen(key string) bool {
 	w.Mu.Lock()
 	defer w.Mu.Unlock()
@@ -159,7 +159,7 @@ func (w *Waker) OthersSeen(key string) bool {
 	return kw != nil && time.Since(kw.othersAt) < w.Cfg.Linger
 }
 
-// othersListen records that a notice of this Client's reached subscribers
+// OthersListen records that a notice of this Client's reached subscribers
 // of other Clients: they want key. The Client watches key from now on (the
 // watch lingers), so that its next waiters wait their turn among them.
 // freed tells whether the notice was a release.
@@ -177,7 +177,7 @@ func (w *Waker) OthersListen(key string, freed bool) {
 	h.Close()
 }
 
-// noteReleased records this Client's own Unlock of key at once, before its
+// NoteReleased records this Client's own Unlock of key at once, before its
 // notices come back, so that its next Lock of key sees the key released.
 func (w *Waker) NoteReleased(key, token string) {
 	w.Mu.Lock()
@@ -258,7 +258,7 @@ func (w *Waker) receive(s *nodeSub) {
 	})
 }
 
-// confirmed records that node confirmed a subscription, or its end; once a
+// Confirmed records that node confirmed a subscription, or its end; once a
 // majority confirmed both of a key's, the key's waiters are woken (they may
 // announce themselves: wants.go).
 func (w *Waker) Confirmed(node int, channel string, on bool) {
@@ -299,7 +299,7 @@ func (w *Waker) Confirmed(node int, channel string, on bool) {
 	}
 }
 
-// notice folds one notice of node into its key's watch.
+// Notice folds one notice of node into its key's watch.
 func (w *Waker) Notice(node int, channel, payload string) {
 	key, handed, ok := script.ChannelKey(channel, w.Cfg.ID)
 	if !ok {
@@ -347,7 +347,7 @@ func (w *Waker) Notice(node int, channel, payload string) {
 	}
 }
 
-// close ends every subscription and waits for its goroutines.
+// Close ends every subscription and waits for its goroutines.
 func (w *Waker) Close() {
 	w.Mu.Lock()
 	var subs []*nodeSub

@@ -57,14 +57,14 @@ import (
 // attempt of its own with a fresh token.
 
 const (
-	// wantRefresh is how often a waiter repeats its want.
+	// WantRefresh is how often a waiter repeats its want.
 	WantRefresh = time.Second
-	// wantFresh is how long a holder keeps a want it heard, since its last
+	// WantFresh is how long a holder keeps a want it heard, since its last
 	// repetition.
 	WantFresh = 3 * WantRefresh
 )
 
-// A want is a waiter of another Client that asked for a key.
+// A Want is a waiter of another Client that asked for a key.
 type Want struct {
 	Client, Token string
 	TTL           time.Duration
@@ -95,7 +95,7 @@ func (w *Want) hearFrom(subs []bool, n int) {
 	}
 }
 
-// doubtful reports whether w may be over unheard: a majority of the nodes
+// Doubtful reports whether w may be over unheard: a majority of the nodes
 // were deaf since it was last heard.
 func (w *Want) Doubtful(quorum int) bool { return w.ndeaf >= quorum }
 
@@ -173,7 +173,7 @@ func (kw *KeyWatch) finish(token string) {
 	}
 }
 
-// finished reports whether token's want was recorded as over.
+// Finished reports whether token's want was recorded as over.
 func (kw *KeyWatch) Finished(token string) bool {
 	for _, t := range kw.done {
 		if t == token {
@@ -218,7 +218,7 @@ func (kw *KeyWatch) handed(token string, node, quorum int) bool {
 	return true
 }
 
-// claimWant returns the want that asked first, if it asked before since (a
+// ClaimWant returns the want that asked first, if it asked before since (a
 // local waiter's arrival; zero: there is none), and forgets it; nil if
 // there is none.
 func (w *Waker) ClaimWant(key string, since time.Time) *Want {
@@ -244,7 +244,7 @@ func (w *Waker) ClaimWant(key string, since time.Time) *Want {
 	return first
 }
 
-// wantsKnown reports whether other Clients' waiters announce themselves for
+// WantsKnown reports whether other Clients' waiters announce themselves for
 // key: their wants are in line with this Client's own waiters.
 func (w *Waker) WantsKnown(key string) bool {
 	w.Mu.Lock()
@@ -253,7 +253,7 @@ func (w *Waker) WantsKnown(key string) bool {
 	return kw != nil && len(kw.fresh(time.Now())) > 0
 }
 
-// handedOver records this Client's hand-off of key to another Client's
+// HandedOver records this Client's hand-off of key to another Client's
 // waiter, before the nodes' notices come back: the key is taken, so that
 // this Client's next waiter asks for it instead of making an attempt.
 func (w *Waker) HandedOver(key string, to *Want) {
@@ -264,7 +264,7 @@ func (w *Waker) HandedOver(key string, to *Want) {
 	}
 }
 
-// expect starts counting the nodes that hand key to token, wanted for ttl,
+// Expect starts counting the nodes that hand key to token, wanted for ttl,
 // and returns the channel closed once a majority did.
 func (h *Watcher) Expect(token string, ttl time.Duration) <-chan struct{} {
 	h.W.Mu.Lock()
@@ -277,7 +277,7 @@ func (h *Watcher) Expect(token string, ttl time.Duration) <-chan struct{} {
 	return e.won
 }
 
-// unexpect stops counting for token, and reports whether any node handed
+// Unexpect stops counting for token, and reports whether any node handed
 // the key to it.
 func (h *Watcher) Unexpect(token string) (heard []bool) {
 	h.W.Mu.Lock()
@@ -290,7 +290,7 @@ func (h *Watcher) Unexpect(token string) (heard []bool) {
 	return e.nodes // nobody writes it once it is no longer expected
 }
 
-// subscribed reports whether the subscriptions to key's notices and to the
+// Subscribed reports whether the subscriptions to key's notices and to the
 // Client's hand-offs of it (handedChannel) are confirmed on a majority of
 // nodes, which a waiter needs to count their hand-offs.
 func (h *Watcher) Subscribed() bool {
@@ -324,7 +324,7 @@ func (kw *KeyWatch) handedOn(node int, on bool, nodes, quorum int) {
 	}
 }
 
-// gaps is how many times the key's subscription may have missed notices
+// Gaps is how many times the key's subscription may have missed notices
 // (keyWatch.gaps); 0 for a nil watch.
 func (h *Watcher) Gaps() int {
 	if h == nil {
@@ -335,14 +335,14 @@ func (h *Watcher) Gaps() int {
 	return h.Kw.Gaps
 }
 
-// A ticket is a want of this Client's still out: its key and token, and
+// A Ticket is a want of this Client's still out: its key and token, and
 // the TTL it asked for.
 type Ticket struct {
 	Key, Token string
 	TTL        time.Duration
 }
 
-// outstanding returns the wants still expected, and forgets them (Close
+// Outstanding returns the wants still expected, and forgets them (Close
 // withdraws them).
 func (w *Waker) Outstanding() []Ticket {
 	w.Mu.Lock()

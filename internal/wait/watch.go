@@ -22,10 +22,10 @@ const (
 // event is the latest state of a key, as the notices tell it.
 type event int
 
-// approach is how a Lock call starts, given what its Client knows of the key.
+// Approach is how a Lock call starts, given what its Client knows of the key.
 type Approach int
 
-// keyWatch is what a Client knows of one key from its notices.
+// KeyWatch is what a Client knows of one key from its notices.
 type KeyWatch struct {
 	refs   int
 	linger *time.Timer // unsubscribes once refs has stayed 0 for subscriptionLinger
@@ -39,7 +39,7 @@ type KeyWatch struct {
 	released [8]string // tokens whose release was heard: each node repeats it
 	nextRel  int
 	releases int // how many of them: a release's repeats wake the waiters, and only this tells a new one
-	// nodeReleases counts the release notices heard from each node, repeats
+	// NodeReleases counts the release notices heard from each node, repeats
 	// included: a LockMulti waiter tries again when a node that refused its
 	// attempt announces a release after it did (refusalMarks).
 	NodeReleases []int
@@ -54,7 +54,7 @@ type KeyWatch struct {
 	Nsubs    int
 	hsubs    []bool // nodes where the subscription to the Client's handedChannel of the key is
 	Nhsubs   int
-	// gaps counts the times the subscription may have missed notices: it
+	// Gaps counts the times the subscription may have missed notices: it
 	// became active (a majority confirmed it), or a node confirmed it again
 	// (go-redis re-subscribes after a lost connection, silently).
 	Gaps int
@@ -70,7 +70,7 @@ type tokenVotes struct {
 	n     int
 }
 
-// A watcher is one waiter's reference to a keyWatch. Its methods may be
+// A Watcher is one waiter's reference to a keyWatch. Its methods may be
 // called on a nil *watcher, which knows nothing (notices are off).
 type Watcher struct {
 	W    *Waker
@@ -82,7 +82,7 @@ type Watcher struct {
 	takenReleases, takenGaps int
 }
 
-// close drops the reference; the subscription lingers a while after the
+// Close drops the reference; the subscription lingers a while after the
 // last one.
 func (h *Watcher) Close() {
 	if h == nil {
@@ -106,7 +106,7 @@ func (h *Watcher) Close() {
 	})
 }
 
-// events returns the channel closed at the next event. Take it before an
+// Events returns the channel closed at the next event. Take it before an
 // attempt, so that an event during the attempt is not missed.
 func (h *Watcher) Events() <-chan struct{} {
 	if h == nil {
@@ -117,7 +117,7 @@ func (h *Watcher) Events() <-chan struct{} {
 	return h.Kw.Ch
 }
 
-// releasesSince returns the channel closed at the key's next notice, and
+// ReleasesSince returns the channel closed at the key's next notice, and
 // how many releases the key had so far, read together: a waiter that acts
 // only on a new release (LockMulti) tells one from a wake by a release's
 // repeat, or by any other notice.
@@ -130,7 +130,7 @@ func (h *Watcher) ReleasesSince() (<-chan struct{}, int) {
 	return h.Kw.Ch, h.Kw.releases
 }
 
-// sinceTaken returns what the reference saw when it was taken: the key's
+// SinceTaken returns what the reference saw when it was taken: the key's
 // events channel (closed at the first event since), and how many releases
 // the key and gaps its subscription had. A waiter that subscribes after
 // its failed attempt counts from its watch, not from when it looks: its
@@ -145,7 +145,7 @@ func (h *Watcher) SinceTaken() (events <-chan struct{}, releases, gaps int) {
 	return h.taken, h.takenReleases, h.takenGaps
 }
 
-// nodeReleases returns how many release notices of the key node
+// NodeReleases returns how many release notices of the key node
 // announced so far.
 func (h *Watcher) NodeReleases(node int) int {
 	if h == nil {
@@ -159,7 +159,7 @@ func (h *Watcher) NodeReleases(node int) int {
 	return h.Kw.NodeReleases[node]
 }
 
-// releasedSince reports whether the key was released (its latest event),
+// ReleasedSince reports whether the key was released (its latest event),
 // and a node announced a release since marks (by node, -1: not asked).
 func (h *Watcher) ReleasedSince(marks []int) bool {
 	if h == nil {
@@ -178,7 +178,7 @@ func (h *Watcher) ReleasedSince(marks []int) bool {
 	return false
 }
 
-// latest returns the key's latest event.
+// Latest returns the key's latest event.
 func (h *Watcher) Latest() event {
 	if h == nil {
 		return NoEvent
@@ -188,7 +188,7 @@ func (h *Watcher) Latest() event {
 	return h.Kw.Latest
 }
 
-// heldByOther reports whether the key's latest event is another Client's
+// HeldByOther reports whether the key's latest event is another Client's
 // taking it.
 func (h *Watcher) HeldByOther() bool {
 	if h == nil {
@@ -199,7 +199,7 @@ func (h *Watcher) HeldByOther() bool {
 	return h.Kw.Latest == Taken && h.Kw.foreign
 }
 
-// approach tells how a Lock call should start.
+// Approach tells how a Lock call should start.
 func (h *Watcher) Approach() Approach {
 	if h == nil {
 		return AttemptNow
@@ -216,7 +216,7 @@ func (h *Watcher) Approach() Approach {
 	return AttemptNow
 }
 
-// delay draws the wait before an attempt after a release, for a waiter that
+// Delay draws the wait before an attempt after a release, for a waiter that
 // has seen age releases go to others. Waiters go in order of seniority: one
 // slot for each release fewer than the recent winners had seen, plus a
 // random part of a slot. The longest waiter thus usually goes first, and
@@ -232,7 +232,7 @@ func (h *Watcher) Delay(age int) time.Duration {
 	return min(time.Duration(ahead)*slot+rand.N(slot/2+1), h.W.Cfg.MaxDelay)
 }
 
-// attempted records how long an attempt took and, for one made after a
+// Attempted records how long an attempt took and, for one made after a
 // delay, whether it lost to another waiter's (which widens the window).
 func (h *Watcher) Attempted(took time.Duration, delayed, lost bool) {
 	if h == nil {
@@ -249,7 +249,7 @@ func (h *Watcher) Attempted(took time.Duration, delayed, lost bool) {
 	}
 }
 
-// stoodDown records that another waiter took the lock before this one's
+// StoodDown records that another waiter took the lock before this one's
 // delay ran out: the slots separated them, so they may narrow a little.
 func (h *Watcher) StoodDown() {
 	h.W.Mu.Lock()
@@ -324,12 +324,14 @@ func (kw *KeyWatch) vote(token string, node, nodes int) int {
 	return 1
 }
 
+// The events a Watcher records of a key.
 const (
 	NoEvent  event = iota
 	Released       // the last holder released the key
 	Taken          // a majority of nodes gave the key to one token
 )
 
+// How a Lock call starts (Watcher.Approach).
 const (
 	AttemptNow  Approach = iota // no contention known: try at once
 	JitterFirst                 // just released, others are waiting: draw a delay
