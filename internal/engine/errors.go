@@ -1,14 +1,17 @@
-// The errors callers branch on, and the per-node detail types.
+// The errors callers branch on, the per-node detail types, and the checks
+// of a call's input that return ErrInvalidArgument.
 
 package engine
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/hashicorp/go-multierror"
+	"github.com/redlock-go/redlock/internal/script"
 )
 
 // Outcomes callers branch on with errors.Is.
@@ -159,4 +162,41 @@ func (e *QuorumError) nodeErrors() *multierror.Error {
 		m = multierror.Append(m, n)
 	}
 	return m
+}
+
+// withCtx makes err match ctx.Err() as well when ctx has ended.
+func withCtx(ctx context.Context, err error) error {
+	if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
+		return fmt.Errorf("%w (%w)", err, ctxErr)
+	}
+	return err
+}
+
+// checkLock validates TryLock and Lock arguments and returns ttl rounded
+// down to what Redis is told (whole milliseconds), so that validity is
+// computed from the expiry the nodes really apply.
+func (c *Client) checkLock(ctx context.Context, key string, ttl time.Duration) (time.Duration, error) {
+	if ctx == nil {
+		return 0, fmt.Errorf("%w: nil context", ErrInvalidArgument)
+	}
+	if key == "" {
+		return 0, fmt.Errorf("%w: empty key", ErrInvalidArgument)
+	}
+	if err := c.checkKey(key); err != nil {
+		return 0, err
+	}
+	return c.checkTTL(ttl)
+}
+
+// checkKey refuses a key named like the library's own keys, and, where a
+// vote is a Redis Cluster, a key whose library keys cannot share its slot.
+func (c *Client) checkKey(key string) error {
+	if script.OwnKey(key) {
+		return fmt.Errorf("%w: key %q is a name the library uses for its own keys (a memory marker, a fence counter or a wanted key)", ErrInvalidArgument, key)
+	}
+	if c.anyCluster && script.Slotless(key) {
+		return fmt.Errorf("%w: key %q has a '}' but no hash tag, so on a Redis Cluster vote the library's keys for it "+
+			"(memory marker, fence counter, wanted key) cannot share its slot: give it a hash tag, such as {%s}", ErrInvalidArgument, key, strings.ReplaceAll(key, "}", ""))
+	}
+	return nil
 }

@@ -820,7 +820,7 @@ var mutants = []mutant{
 	},
 	{
 		name:    "cluster-key-without-a-slot-accepted",
-		file:    "internal/engine/redlock.go",
+		file:    "internal/engine/errors.go",
 		from:    "\tif c.anyCluster && script.Slotless(key) {",
 		to:      "\tif false && script.Slotless(key) {",
 		killers: "TestClusterVotes/keys_whose",
