@@ -143,7 +143,7 @@ func (c *Client) newLock(key string, ttl time.Duration) (*Lock, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redlock: token: %w", err)
 	}
-	return &Lock{c: c, key: key, token: id.String(), ttl: ttl, shortest: ttl, holds: newHolds(len(c.nodes))}, nil
+	return &Lock{c: c, lockID: lockID{key: key, token: id.String()}, life: life{ttl: ttl, shortest: ttl}, holds: newHolds(len(c.nodes))}, nil
 }
 
 // won reports whether acquisition round r obtained l with validity left,

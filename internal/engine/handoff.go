@@ -169,7 +169,7 @@ func (l *Lock) newHandOffRound(to recipient, ttl time.Duration) *handOffRound {
 	var nl *Lock
 	var announce script.Notice
 	if to.remote != nil {
-		nl = &Lock{c: c, key: l.key, token: to.remote.Token, ttl: nttl, holds: newHolds(len(c.nodes))}
+		nl = &Lock{c: c, lockID: lockID{key: l.key, token: to.remote.Token}, life: life{ttl: nttl}, holds: newHolds(len(c.nodes))}
 		announce = script.NewNotice(script.HandedNotice, l.key, to.remote.Client, to.remote.Token, 0)
 		announce.Channel = script.HandOffChannel(l.key, to.remote.Client) // its Client alone hears it (of this version)
 	} else {

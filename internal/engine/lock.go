@@ -22,28 +22,46 @@ import (
 // key or keys, its number of masters, its Until and its state, never its
 // token: Token is the only way to the token.
 type Lock struct {
-	c     *Client
+	c        *Client
+	lockID           // what it is a lock on, and by which token: fixed
+	holds    []*hold // per node, indexed like c.nodes
+	acquired         // how it was taken: written before the Lock is handed out
+	mu       sync.Mutex
+	life     // its validity and its end: guarded by mu
+	fencing  // its fencing token
+}
+
+// A lockID is what a Lock is a lock on, and by which token. It never
+// changes.
+type lockID struct {
 	key   string   // the key; for a multi-key lock, its keys joined by commas (for messages)
 	keys  []string // a multi-key lock's keys (multi.go); nil for one key
 	token string
-	holds []*hold // per node, indexed like c.nodes
+}
+
+// acquired is how a Lock was taken. Its fields are written before the Lock
+// is handed out, but for yeses, counted by the acquisition's late answers.
+type acquired struct {
 	// quiet: the acquisition announced nothing (no waiter of the Client
 	// watched the key), so nobody heard it taken; its release is announced
-	// only where a waiter of another Client marked the key since (lua/release.lua).
+	// only where a waiter of another Client marked the key since
+	// (internal/script/lua/release.lua).
 	quiet bool
 	// widens: Extend may ask masters to take the key (quorumfirst.go): the
 	// acquisition left some unasked, or a hand-off from another Client may
-	// have left some free. Unlock ends that (giveUpReserves). Written
-	// before the Lock is handed out.
+	// have left some free. Unlock ends that (giveUpReserves).
 	widens bool
 	// yeses counts the masters that said yes to the acquisition round,
 	// its late answers included: once a majority did, a failed attempt's
 	// clean-up is announced (releaseNode).
-	yeses atomic.Int32
-
+	yeses    atomic.Int32
 	obtained time.Time // when it was known held, for the observers' hold time
+}
 
-	mu       sync.Mutex
+// life is a Lock's validity and its end, guarded by the Lock's mu. Until
+// only moves forward while the lock lives (Extend); done is closed once,
+// when until passes or Unlock begins, and ended says so.
+type life struct {
 	ttl      time.Duration // of the last successful acquisition or extension
 	shortest time.Duration // the shortest TTL a script of ours set or extended the key with (trustedHandOff)
 	until    time.Time
@@ -54,7 +72,10 @@ type Lock struct {
 	ended    bool          // done is closed
 	timer    *time.Timer   // runs expire at until
 	pass     func()        // hands the Client's turn for key to its next waiter
+}
 
+// fencing is a Lock's fencing token: drawn once, by one Fence at a time.
+type fencing struct {
 	fenceGate chan struct{} // one Fence at a time; made by the first
 	fence     uint64        // once drawn; 0 before
 }

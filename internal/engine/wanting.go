@@ -175,7 +175,7 @@ func (lp *waitLoop) takeHanded() (*Lock, error) {
 // to take the key where it is missing, as the giver's own Extend would
 // have (quorumfirst.go).
 func (c *Client) handedLock(key, token string, ttl time.Duration, widen bool) *Lock {
-	l := &Lock{c: c, key: key, token: token, ttl: ttl, shortest: ttl, holds: newHolds(len(c.nodes)), widens: widen}
+	l := &Lock{c: c, lockID: lockID{key: key, token: token}, life: life{ttl: ttl, shortest: ttl}, holds: newHolds(len(c.nodes)), acquired: acquired{widens: widen}}
 	for _, h := range l.holds {
 		h.finish(true, nil)
 		if widen {
