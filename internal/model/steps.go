@@ -1,0 +1,395 @@
+// The world's transitions: what may happen next in a state, and each
+// step's effect on the masters and the clients, deciding by internal/core.
+
+package model
+
+import (
+	"fmt"
+	"math/bits"
+	"slices"
+
+	"github.com/redlock-go/redlock/internal/core"
+)
+
+// An action is one step of the world: its kind, the Client and the master.
+type action struct {
+	kind   int8
+	client int8
+	master int8
+}
+
+// describe renders a for a trace, from the state s it was taken in, with
+// each master by its name in the trace's first state.
+func (a action) describe(cfg Config, s state, names [nMasters]int) string {
+	c, m := a.client, a.master
+	name := names[max(0, min(int(m), nMasters-1))]
+	prefix := fmt.Sprintf("t=%d ", s.now)
+	switch a.kind {
+	case aTick:
+		return fmt.Sprintf("t=%d", s.now+1)
+	case aRestart:
+		return prefix + fmt.Sprintf("master %d restarts without its data", name)
+	case aStart:
+		made := ""
+		if !s.c[c].made {
+			var reached []int
+			for i := range nMasters {
+				if m&(1<<i) != 0 {
+					reached = append(reached, names[i])
+				}
+			}
+			slices.Sort(reached)
+			made = fmt.Sprintf(" (made now: New's check reaches masters %v)", reached)
+		}
+		return prefix + fmt.Sprintf("client %d starts acquiring (token %d)%s", c, s.c[c].token(int(c)), made)
+	case aDeadline:
+		return prefix + fmt.Sprintf("client %d's round reaches its deadline", c)
+	case aUnlock:
+		return prefix + fmt.Sprintf("client %d unlocks", c)
+	case aUnlockLost:
+		return prefix + fmt.Sprintf("client %d unlocks; its release to master %d is lost", c, name)
+	case aExtend:
+		return prefix + fmt.Sprintf("client %d starts extending to a TTL of %d (its lock valid until %d)", c, m, s.c[c].until)
+	case aExtendDeadline:
+		return prefix + fmt.Sprintf("client %d's extension round reaches its deadline", c)
+	case aAcquire, aAcquireReplyLost:
+		if s.c[c].net[m] == extendReq {
+			n := s
+			yes, age := extendMaster(cfg, &n, int(m), s.c[c].token(int(c)), s.c[c].ext)
+			lost := ""
+			if a.kind == aAcquireReplyLost {
+				lost = ", the reply lost"
+			}
+			return prefix + fmt.Sprintf("master %d runs client %d's extend: yes=%v memory age=%d%s", name, c, yes, age, lost)
+		}
+		n := s
+		yes, age := acquire(cfg, &n, int(m), s.c[c].token(int(c)))
+		lost := ""
+		if a.kind == aAcquireReplyLost {
+			lost = ", the reply lost"
+		}
+		if s.c[c].phase == releasing {
+			lost = ", and then its release (given up meanwhile)"
+		}
+		return prefix + fmt.Sprintf("master %d runs client %d's acquire: yes=%v memory age=%d%s", name, c, yes, age, lost)
+	}
+	return prefix + "?"
+}
+
+// successors calls emit with every state one step from s.
+func successors(cfg Config, s state, emit func(action, state)) {
+	if int(s.now) < cfg.Horizon {
+		n := s
+		n.now++
+		emit(action{kind: aTick}, n)
+	}
+	for i := range s.m {
+		// A restart comes more than the slack after every marker's birth:
+		// one within the slack of a marker's birth (a fresh deployment's
+		// first rounds, a master marked late) is not seen (the README's
+		// limit).
+		seen := cfg.Guard == 0 || s.first >= 0 && settled(cfg, s)
+		if int(s.restarts) < cfg.Restarts && seen && (s.m[i].Born >= 0 || s.m[i].Val != 0) {
+			n := s
+			n.restarts++
+			n.m[i].Restart()
+			emit(action{kind: aRestart, master: int8(i)}, n)
+		}
+	}
+	for ci := range s.c {
+		c := &s.c[ci]
+		switch c.phase {
+		case idle:
+			if int(c.attempt) >= cfg.Attempts {
+				break
+			}
+			for reached := range 1 << nMasters {
+				missed := nMasters - bits.OnesCount(uint(reached))
+				if c.made && reached != 0 || !c.made && int(s.unreached)+missed > cfg.Unreached {
+					continue // New, just before the first attempt, reaches the masters in reached
+				}
+				n := s
+				if !c.made {
+					n.unreached += int8(missed)
+					newClient(cfg, &n, ci, reached)
+				}
+				nc := &n.c[ci]
+				nc.phase, nc.start, nc.nvotes, nc.votes = acquiring, s.now, 0, [nMasters]vote{}
+				for m := range nc.net {
+					nc.net[m] = acquireReq
+				}
+				emit(action{kind: aStart, client: int8(ci), master: int8(reached)}, n)
+			}
+		case acquiring:
+			if int(s.now) >= int(c.start)+cfg.NodeTimeout {
+				n := s
+				decide(cfg, &n, ci, true)
+				emit(action{kind: aDeadline, client: int8(ci)}, n)
+			}
+		case holding:
+			if ci == 0 && !c.extOn && int(c.exts) < cfg.Extends && c.until > s.now {
+				for _, ttl := range []int8{int8(cfg.TTL / 2), int8(2 * cfg.TTL)} {
+					n := s
+					nc := &n.c[ci]
+					nc.ext, nc.extOn, nc.exts, nc.start, nc.nvotes, nc.votes = ttl, true, nc.exts+1, s.now, 0, [nMasters]vote{}
+					for m := range nc.net {
+						if nc.net[m] == none {
+							nc.net[m] = extendReq
+						}
+					}
+					emit(action{kind: aExtend, client: int8(ci), master: ttl}, n)
+				}
+			}
+			if c.extOn && int(s.now) >= int(c.start)+cfg.NodeTimeout {
+				n := s
+				decideExtend(cfg, &n, ci, true)
+				emit(action{kind: aExtendDeadline, client: int8(ci)}, n)
+			}
+			n := s
+			release(&n, ci, -1)
+			emit(action{kind: aUnlock, client: int8(ci)}, n)
+			for m := range s.m {
+				if int(s.losses) < cfg.Losses && s.m[m].Val == c.token(ci) {
+					n := s
+					n.losses++
+					release(&n, ci, m)
+					emit(action{kind: aUnlockLost, client: int8(ci), master: int8(m)}, n)
+				}
+			}
+		}
+		for m, in := range c.net {
+			if in == none {
+				continue
+			}
+			n := s
+			deliver(cfg, &n, ci, m, false)
+			emit(action{kind: aAcquire, client: int8(ci), master: int8(m)}, n)
+			if int(s.losses) < cfg.Losses && (c.phase == acquiring || in == extendReq && c.phase == holding && c.extOn) {
+				n := s
+				n.losses++
+				deliver(cfg, &n, ci, m, true)
+				emit(action{kind: aAcquireReplyLost, client: int8(ci), master: int8(m)}, n)
+			}
+		}
+	}
+}
+
+// deliver runs client ci's request in flight to master m; replyLost: the
+// master ran it, but the Client never hears the reply.
+func deliver(cfg Config, s *state, ci, m int, replyLost bool) {
+	c := &s.c[ci]
+	if c.net[m] == extendReq {
+		c.net[m] = none
+		yes, age := extendMaster(cfg, s, m, c.token(ci), c.ext)
+		switch {
+		case c.phase == releasing:
+			if c.net == [nMasters]int8{} {
+				c.phase, c.attempt = idle, c.attempt+1
+			}
+		case c.phase == holding && c.extOn && !replyLost:
+			if age >= 0 {
+				c.known[m] = s.now - age
+			}
+			c.votes[c.nvotes] = vote{node: int8(m), yes: yes, age: age, at: s.now}
+			c.nvotes++
+			decideExtend(cfg, s, ci, false)
+		}
+		return
+	}
+	if c.net[m] != acquireReq {
+		return
+	}
+	c.net[m] = none
+	yes, age := acquire(cfg, s, m, c.token(ci))
+	switch {
+	case c.phase == releasing: // given up meanwhile: the key it may have set is released after
+		unset(s, ci, m)
+		if c.net == [nMasters]int8{} {
+			c.phase, c.attempt = idle, c.attempt+1
+		}
+	case c.phase == acquiring && !replyLost:
+		if age >= 0 {
+			c.known[m] = s.now - age // what the Client learns of the master (node.memory)
+		}
+		c.votes[c.nvotes] = vote{node: int8(m), yes: yes, age: age, at: s.now}
+		c.nvotes++
+		decide(cfg, s, ci, false)
+	} // holding: the key is the lock's, released with it
+}
+
+// unset is lua/release.lua on master m for client ci's token.
+func unset(s *state, ci, m int) {
+	s.m[m].Release(s.now, s.c[ci].token(ci))
+}
+
+// newClient is New's guard check (lua/guard_check.lua) on the masters in
+// the bit set reached (the others do not answer in time): it makes a
+// missing marker, and the Client learns each memory's age.
+func newClient(cfg Config, s *state, ci, reached int) {
+	c := &s.c[ci]
+	c.made = true
+	if cfg.Guard == 0 {
+		return
+	}
+	for m := range s.m {
+		if reached&(1<<m) != 0 {
+			markMemory(s, m)
+			c.known[m] = s.m[m].Born
+		}
+	}
+}
+
+// settled reports whether every marker was born more than the slack ago.
+func settled(cfg Config, s state) bool {
+	for _, m := range s.m {
+		if m.Born >= 0 && int(s.now) <= int(m.Born)+cfg.Slack {
+			return false
+		}
+	}
+	return true
+}
+
+// markMemory is lua/memory.lua's first script on master m: a missing
+// marker is made, born now.
+func markMemory(s *state, m int) {
+	s.m[m].memory(s.now, true)
+	marked(s)
+}
+
+// marked records the deployment's first marker, once one was made.
+func marked(s *state) {
+	if s.first < 0 {
+		s.first = s.now
+	}
+}
+
+// acquire is lua/acquire.lua on master m at s.now.
+func acquire(cfg Config, s *state, m int, token int8) (yes bool, age int8) {
+	yes, age = s.m[m].Acquire(s.now, token, int8(cfg.TTL), cfg.Guard > 0)
+	if age >= 0 {
+		marked(s)
+	}
+	return yes, age
+}
+
+// extendMaster is lua/extend.lua on master m at s.now.
+func extendMaster(cfg Config, s *state, m int, token, ttl int8) (yes bool, age int8) {
+	yes, age = s.m[m].Extend(s.now, token, ttl, cfg.Guard > 0)
+	if age >= 0 {
+		marked(s)
+	}
+	return yes, age
+}
+
+// decideExtend replays client ci's extension votes through the core's
+// tally and, once decided (or at the deadline), applies core.Extend to the
+// lock's end. A request still in flight is left to land: it only lengthens
+// our key.
+func decideExtend(cfg Config, s *state, ci int, deadline bool) {
+	c := &s.c[ci]
+	t, refused := tally(cfg, c)
+	if !t.Decided() && !deadline {
+		return
+	}
+	t.End()
+	until, _ := core.Extend(at(c.until), t.Won(), refused, nMasters, at(c.start), at(s.now), tick(int(c.ext)), 0.01)
+	c.until = int8(until.Sub(at(0)) / tickLen)
+	c.extOn, c.start, c.nvotes, c.votes = false, 0, 0, [nMasters]vote{}
+}
+
+// tally replays client ci's votes through the core's tally, failing the
+// masters that did not answer, and returns it with how many said no.
+func tally(cfg Config, c *client) (core.Tally, int) {
+	t := core.NewTally(nMasters, cfg.Guard > 0, cfg.Strict, tick(cfg.Slack))
+	for m, b := range c.known {
+		if b >= 0 {
+			t.Know(m, at(b))
+		}
+	}
+	guard := tick(max(cfg.Guard, cfg.TTL, int(c.ext)))
+	if cfg.Guard == 0 {
+		guard = 0
+	}
+	refused := 0
+	for _, v := range c.votes[:c.nvotes] {
+		if !v.yes {
+			refused++
+		}
+		t.Count(core.Vote{Node: int(v.node), Yes: v.yes, At: at(v.at),
+			Mem: core.Memory{Reported: v.age >= 0, Age: tick(int(v.age)), Longest: tick(max(cfg.TTL, int(c.ext)))}}, guard)
+	}
+	return t, refused
+}
+
+// decide replays client ci's votes through the core's tally and, when it is
+// decided (or the deadline has come), takes the lock or releases all.
+func decide(cfg Config, s *state, ci int, deadline bool) {
+	c := &s.c[ci]
+	t := core.NewTally(nMasters, cfg.Guard > 0, cfg.Strict, tick(cfg.Slack))
+	for m, b := range c.known {
+		if b >= 0 {
+			t.Know(m, at(b)) // a no-op without the guard
+		}
+	}
+	guard := tick(max(cfg.Guard, cfg.TTL))
+	if cfg.Guard == 0 {
+		guard = 0
+	}
+	voted := [nMasters]bool{}
+	for _, v := range c.votes[:c.nvotes] {
+		voted[v.node] = true
+		t.Count(core.Vote{Node: int(v.node), Yes: v.yes, At: at(v.at),
+			Mem: core.Memory{Reported: v.age >= 0, Age: tick(int(v.age)), Longest: tick(cfg.TTL)}}, guard)
+	}
+	if !t.Decided() && !deadline {
+		return
+	}
+	if !t.Decided() {
+		for _, v := range voted {
+			if !v {
+				t.Fail()
+			}
+		}
+	}
+	t.End()
+	decided := s.now
+	if until, ok := core.Lease(t.Won(), at(c.start), at(decided), tick(cfg.TTL), 0.01); ok {
+		c.phase = holding
+		c.until = int8(until.Sub(at(0)) / tickLen) // rounds down: a window no longer than the core's
+		return
+	}
+	release(s, ci, -1)
+}
+
+// release releases client ci's key on every master (Redlock spec, step 4)
+// but lost (-1: none), in one step: the holder's window is over, and no
+// other Client can tell the releases' order apart from their effects on
+// its own attempts, which each interleaving of those attempts covers. A
+// request still in flight is followed by its release once it ran.
+func release(s *state, ci, lost int) {
+	c := &s.c[ci]
+	for m := range s.m {
+		if m != lost {
+			unset(s, ci, m)
+		}
+	}
+	if c.net == [nMasters]int8{} {
+		c.phase, c.attempt = idle, c.attempt+1
+		return
+	}
+	c.phase = releasing
+}
+
+// The kinds of action.
+const (
+	aTick = iota
+	aRestart
+	aStart
+	aDeadline
+	aUnlock
+	aUnlockLost
+	aAcquire
+	aAcquireReplyLost
+	aExtend         // a holder starts an extension round to TTL master (reused as the TTL)
+	aExtendDeadline // its round reaches its deadline
+)
