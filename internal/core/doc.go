@@ -1,6 +1,6 @@
 // Package core is redlock's protocol decisions as plain values: no
-// goroutines, no clocks, no network, no driver. The I/O shell (the redlock
-// package: connections, pipes, workers, timers) feeds it events (a
+// goroutines, no clocks, no network, no driver. The I/O shell
+// (internal/engine: connections, pipes, workers, timers) feeds it events (a
 // master's vote, a failure, the end of a round) with the times it read off
 // its own clock, and does what the returned outcomes say. The same code
 // runs under the deterministic model checker in internal/model, which
@@ -33,6 +33,25 @@
 //     the end to the later of that end and start + ttl − Drift(ttl) of its
 //     own start; never earlier, and never for a round decided after the
 //     lock's end, whose keys may have expired and been taken meanwhile.
-//     The masters never shorten a key (lua/extend.lua), so the keys of the
-//     majority outlive the new end.
+//     The masters never shorten a key (internal/script/lua/extend.lua), so
+//     the keys of the majority outlive the new end.
+//
+// A hand-off to another Client's waiter (Line, the holder's; Expected, the
+// waiter's Client's) keeps these:
+//
+//   - W1 (over is over): a want withdrawn or served is over, and a late
+//     copy of it (a master that was paused sends it after the withdrawal)
+//     does not put it back in line: no hand-off goes to a token whose want
+//     is over.
+//   - W2 (doubt): a want is passed over once a quorum of the masters may
+//     have missed notices since it was last heard (its withdrawal, or a
+//     hand-off to it, may be among them), until its waiter repeats it.
+//   - W3 (order): the hand-off goes to the fresh want heard first; a
+//     repetition keeps its place, a Client's new token takes the place of
+//     its older one.
+//   - W4 (withdrawal): a withdrawal removes only its own token's want: a
+//     Client's newer want outlives an older one's withdrawal.
+//   - W5 (counting): a waiter's Client counts a master's hand-off notice
+//     only for a token it still expects, and each master once; the lock is
+//     the waiter's once Quorum(n) masters did.
 package core

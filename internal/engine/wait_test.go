@@ -115,8 +115,8 @@ func TestAWaiterCountsHandOffsOnlyOnceItsHandedChannelIsConfirmed(t *testing.T) 
 		w.Notice(i, script.HandedChannel("k", "me"), "handed other tok 0")
 		w.Notice(i, script.HandedChannel("k", "me"), "acquired me tok 0")
 	}
-	if kw.Expects["tok"].N != 0 || kw.Latest != wait.NoEvent {
-		t.Fatalf("notices not of a hand-off to this Client counted on its handedChannel: %d nodes, event %v", kw.Expects["tok"].N, kw.Latest)
+	if kw.Expects.Count("tok") != 0 || kw.Latest != wait.NoEvent {
+		t.Fatalf("notices not of a hand-off to this Client counted on its handedChannel: %d nodes, event %v", kw.Expects.Count("tok"), kw.Latest)
 	}
 	w.Notice(0, script.HandedChannel("k", "me"), "handed me tok 0")
 	w.Notice(2, script.HandedChannel("k", "me"), "handed me tok 0")
@@ -186,7 +186,7 @@ func expecting(c *Client, key string) int {
 	c.wk.Mu.Lock()
 	defer c.wk.Mu.Unlock()
 	if kw := c.wk.Keys[key]; kw != nil {
-		return len(kw.Expects)
+		return kw.Expects.Len()
 	}
 	return 0
 }

@@ -54,7 +54,7 @@ func wantsOf(c *Client, key string) []string {
 	defer c.wk.Mu.Unlock()
 	var out []string
 	if kw := c.wk.Keys[key]; kw != nil {
-		for _, w := range kw.Wants {
+		for _, w := range kw.Line.Wants {
 			out = append(out, w.Token)
 		}
 	}
@@ -676,7 +676,7 @@ func wantOver(c *Client, key, token string) bool {
 	c.wk.Mu.Lock()
 	defer c.wk.Mu.Unlock()
 	kw := c.wk.Keys[key]
-	return kw != nil && kw.Finished(token)
+	return kw != nil && kw.Line.Finished(token)
 }
 
 // TestHandedLockAfterALongWaitIsConfirmed: a waiter whose want went out
@@ -1683,7 +1683,7 @@ func doubtfulWants(c *Client, key string) int {
 	defer c.wk.Mu.Unlock()
 	n := 0
 	if kw := c.wk.Keys[key]; kw != nil {
-		for _, w := range kw.Wants {
+		for _, w := range kw.Line.Wants {
 			if w.Doubtful(c.quorum) {
 				n++
 			}

@@ -74,8 +74,8 @@ var table2 = []mutant{
 	},
 	{
 		name:    "late-copy-of-a-withdrawn-want-kept",
-		file:    "internal/wait/wants.go",
-		from:    "	if kw.Finished(token) {\n		return\n	}\n",
+		file:    "internal/core/line.go",
+		from:    "	if l.Finished(token) {\n		return\n	}\n",
 		to:      "",
 		killers: "TestAWantSentToAHungMasterNeitherHoldsTheWaiterNorOutlivesItsWithdrawal",
 	},

@@ -282,7 +282,7 @@ func (w *Waker) Confirmed(node int, channel string, on bool) {
 	if kw.subs[node] == on {
 		if on { // again: the node's connection was lost, and notices with it
 			kw.Gaps++
-			kw.deafTo(node)
+			kw.Line.Deaf(node)
 			kw.wake()
 		}
 		return
@@ -290,7 +290,7 @@ func (w *Waker) Confirmed(node int, channel string, on bool) {
 	kw.subs[node] = on
 	if !on {
 		kw.Nsubs--
-		kw.deafTo(node)
+		kw.Line.Deaf(node)
 		return
 	}
 	if kw.Nsubs++; kw.Nsubs == w.Cfg.Quorum {
@@ -325,7 +325,7 @@ func (w *Waker) Notice(node int, channel, payload string) {
 	switch kind {
 	case script.WantedNotice:
 		if foreign {
-			kw.wanted(client, token, time.Duration(n)*time.Millisecond, time.Now(), len(w.Nodes))
+			kw.Line.Heard(client, token, time.Duration(n)*time.Millisecond, time.Now(), kw.subs, len(w.Nodes))
 		}
 		return
 	case script.ReleasedNotice:
@@ -336,7 +336,7 @@ func (w *Waker) Notice(node int, channel, payload string) {
 		kw.event(Released, foreign, token)
 		return
 	case script.HandedNotice:
-		kw.served(token)
+		kw.Line.Served(token)
 		if !foreign && !kw.handed(token, node, w.Cfg.Quorum) && w.Cfg.LateHandOff != nil {
 			w.Cfg.LateHandOff(key, token, node)
 		}

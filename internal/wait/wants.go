@@ -5,6 +5,8 @@ package wait
 
 import (
 	"time"
+
+	"github.com/redlock-go/redlock/internal/core"
 )
 
 // Across processes, a turn would otherwise cost a release round, a notice,
@@ -60,140 +62,19 @@ const (
 	// WantRefresh is how often a waiter repeats its want.
 	WantRefresh = time.Second
 	// WantFresh is how long a holder keeps a want it heard, since its last
-	// repetition.
-	WantFresh = 3 * WantRefresh
+	// repetition (core.Line).
+	WantFresh = core.WantFresh
 )
 
-// A Want is a waiter of another Client that asked for a key.
-type Want struct {
-	Client, Token string
-	TTL           time.Duration
-	at            time.Time // when its token was first heard: its place in line
-	seen          time.Time // when it was last heard
-	// deaf lists the nodes whose notices this Client may have missed since
-	// the want was last heard: its subscription there was not confirmed
-	// then, or was confirmed again after a lost connection, or ended. Once a
-	// majority is deaf, this Client heard too little of the key to trust
-	// the want to be live (its withdrawal, on one node, may have gone
-	// unheard; from a Client before handedChannel, so may a hand-off to it,
-	// announced on the key's channel on a majority): it is doubtful, and
-	// gets no hand-off until its waiter repeats it.
-	deaf  []bool
-	ndeaf int
-}
+// A Want is a waiter of another Client that asked for a key: the
+// protocol core's (core.Line).
+type Want = core.Want
 
-// hearFrom starts w's deaf list anew: the nodes whose subscription subs
-// (nil: none yet) has not confirmed, of n.
-func (w *Want) hearFrom(subs []bool, n int) {
-	w.deaf, w.ndeaf = w.deaf[:0], 0
-	for i := range n {
-		deaf := subs == nil || !subs[i]
-		w.deaf = append(w.deaf, deaf)
-		if deaf {
-			w.ndeaf++
-		}
-	}
-}
-
-// Doubtful reports whether w may be over unheard: a majority of the nodes
-// were deaf since it was last heard.
-func (w *Want) Doubtful(quorum int) bool { return w.ndeaf >= quorum }
-
-// expected is one of this Client's announced tokens: which nodes handed
-// the key to it.
+// expected is what this Client keeps with one of its announced tokens
+// (core.Expected counts the masters that handed the key to it).
 type expected struct {
-	nodes []bool
-	N     int
-	won   chan struct{} // closed once a majority did
-	ttl   time.Duration // the TTL the want asked for
-}
-
-// wanted records another Client's want heard at now: a new token takes that
-// Client's place in line, a repetition keeps it, ttl 0 withdraws it (only
-// that token: a Client's newer want outlives an older one's withdrawal). A want
-// of a token withdrawn or served already is a late copy (a master that was
-// paused sends it after the withdrawal, sent to another): it is ignored.
-func (kw *KeyWatch) wanted(client, token string, ttl time.Duration, now time.Time, nodes int) {
-	if kw.Finished(token) {
-		return
-	}
-	if ttl == 0 {
-		kw.finish(token)
-	}
-	for i, w := range kw.Wants {
-		if w.Client != client {
-			continue
-		}
-		if ttl > 0 && w.Token == token {
-			w.seen = now
-			w.hearFrom(kw.subs, nodes)
-			return
-		}
-		if ttl == 0 && w.Token != token {
-			break // an older want's withdrawal: the Client's newer want stands
-		}
-		kw.Wants = append(kw.Wants[:i], kw.Wants[i+1:]...)
-		break
-	}
-	if ttl > 0 {
-		w := &Want{Client: client, Token: token, TTL: ttl, at: now, seen: now}
-		w.hearFrom(kw.subs, nodes)
-		kw.Wants = append(kw.Wants, w)
-	}
-}
-
-// deafTo records that the watch may have missed node's notices (its
-// subscription there ended, or was confirmed again after a lost
-// connection): among them, perhaps, those that a want was served.
-func (kw *KeyWatch) deafTo(node int) {
-	for _, w := range kw.Wants {
-		if node < len(w.deaf) && !w.deaf[node] {
-			w.deaf[node] = true
-			w.ndeaf++
-		}
-	}
-}
-
-// served drops the want of token: a node handed it the key.
-func (kw *KeyWatch) served(token string) {
-	kw.finish(token)
-	for i, w := range kw.Wants {
-		if w.Token == token {
-			kw.Wants = append(kw.Wants[:i], kw.Wants[i+1:]...)
-			return
-		}
-	}
-}
-
-// finish records that token's want is over (withdrawn or served).
-func (kw *KeyWatch) finish(token string) {
-	if !kw.Finished(token) {
-		kw.done[kw.nextDone] = token
-		kw.nextDone = (kw.nextDone + 1) % len(kw.done)
-	}
-}
-
-// Finished reports whether token's want was recorded as over.
-func (kw *KeyWatch) Finished(token string) bool {
-	for _, t := range kw.done {
-		if t == token {
-			return true
-		}
-	}
-	return false
-}
-
-// fresh drops the wants not repeated for wantFresh and returns the rest.
-func (kw *KeyWatch) fresh(now time.Time) []*Want {
-	kept := kw.Wants[:0]
-	for _, w := range kw.Wants {
-		if now.Sub(w.seen) < WantFresh {
-			kept = append(kept, w)
-		}
-	}
-	clear(kw.Wants[len(kept):])
-	kw.Wants = kept
-	return kept
+	won chan struct{} // closed once a majority handed the key to the token
+	ttl time.Duration // the TTL the want asked for
 }
 
 // handed counts node's notice that it handed the key to this Client's
@@ -205,22 +86,16 @@ func (kw *KeyWatch) fresh(now time.Time) []*Want {
 // that loses it by a restart is held back by the restart guard for longer
 // (TestAWaiterCountsALostHandOffRoundsMaster).
 func (kw *KeyWatch) handed(token string, node, quorum int) bool {
-	e := kw.Expects[token]
-	if e == nil {
-		return false
+	e, ok, reached := kw.Expects.From(token, node, quorum)
+	if reached {
+		close(e.won)
 	}
-	if !e.nodes[node] {
-		e.nodes[node] = true
-		if e.N++; e.N == quorum {
-			close(e.won)
-		}
-	}
-	return true
+	return ok
 }
 
 // ClaimWant returns the want that asked first, if it asked before since (a
-// local waiter's arrival; zero: there is none), and forgets it; nil if
-// there is none.
+// local waiter's arrival; zero: there is none), and records it served;
+// nil if there is none (core.Line.Claim).
 func (w *Waker) ClaimWant(key string, since time.Time) *Want {
 	w.Mu.Lock()
 	defer w.Mu.Unlock()
@@ -228,20 +103,7 @@ func (w *Waker) ClaimWant(key string, since time.Time) *Want {
 	if kw == nil {
 		return nil
 	}
-	var first *Want
-	for _, x := range kw.fresh(time.Now()) {
-		if x.Doubtful(w.Cfg.Quorum) {
-			continue // it may have been served: handed again, nobody would hold its token
-		}
-		if first == nil || x.at.Before(first.at) {
-			first = x
-		}
-	}
-	if first == nil || (!since.IsZero() && !first.at.Before(since)) {
-		return nil
-	}
-	kw.served(first.Token)
-	return first
+	return kw.Line.Claim(time.Now(), since, w.Cfg.Quorum)
 }
 
 // WantsKnown reports whether other Clients' waiters announce themselves for
@@ -250,7 +112,7 @@ func (w *Waker) WantsKnown(key string) bool {
 	w.Mu.Lock()
 	defer w.Mu.Unlock()
 	kw := w.Keys[key]
-	return kw != nil && len(kw.fresh(time.Now())) > 0
+	return kw != nil && len(kw.Line.Fresh(time.Now())) > 0
 }
 
 // HandedOver records this Client's hand-off of key to another Client's
@@ -269,25 +131,17 @@ func (w *Waker) HandedOver(key string, to *Want) {
 func (h *Watcher) Expect(token string, ttl time.Duration) <-chan struct{} {
 	h.W.Mu.Lock()
 	defer h.W.Mu.Unlock()
-	if h.Kw.Expects == nil {
-		h.Kw.Expects = map[string]*expected{}
-	}
-	e := &expected{nodes: make([]bool, len(h.W.Nodes)), won: make(chan struct{}), ttl: ttl}
-	h.Kw.Expects[token] = e
-	return e.won
+	won := make(chan struct{})
+	h.Kw.Expects.Expect(token, len(h.W.Nodes), expected{won: won, ttl: ttl})
+	return won
 }
 
-// Unexpect stops counting for token, and reports whether any node handed
-// the key to it.
+// Unexpect stops counting for token, and reports which nodes handed the
+// key to it; nil when none did.
 func (h *Watcher) Unexpect(token string) (heard []bool) {
 	h.W.Mu.Lock()
 	defer h.W.Mu.Unlock()
-	e := h.Kw.Expects[token]
-	delete(h.Kw.Expects, token)
-	if e == nil || e.N == 0 {
-		return nil
-	}
-	return e.nodes // nobody writes it once it is no longer expected
+	return h.Kw.Expects.Unexpect(token) // nobody writes it once it is no longer expected
 }
 
 // Subscribed reports whether the subscriptions to key's notices and to the
@@ -349,10 +203,9 @@ func (w *Waker) Outstanding() []Ticket {
 	defer w.Mu.Unlock()
 	var out []Ticket
 	for key, kw := range w.Keys {
-		for token, e := range kw.Expects {
+		for token, e := range kw.Expects.Drain() {
 			out = append(out, Ticket{Key: key, Token: token, TTL: e.ttl})
 		}
-		kw.Expects = nil
 	}
 	return out
 }

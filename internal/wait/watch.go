@@ -8,6 +8,8 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/redlock-go/redlock/internal/core"
 )
 
 // A slot, the spacing between waiters of different seniority, in attempt
@@ -46,14 +48,12 @@ type KeyWatch struct {
 	votes        [8]tokenVotes // nodes that announced each recent acquisition
 	nextVote     int
 
-	Wants    []*Want    // other Clients' waiters that asked for the key (wants.go)
-	done     [64]string // tokens whose want is over (withdrawn or served): late copies are ignored
-	nextDone int
-	Expects  map[string]*expected // this Client's waiters' announced tokens
-	subs     []bool               // nodes where the subscription to the key is confirmed
-	Nsubs    int
-	hsubs    []bool // nodes where the subscription to the Client's handedChannel of the key is
-	Nhsubs   int
+	Line    core.Line               // other Clients' waiters that asked for the key (wants.go)
+	Expects core.Expected[expected] // this Client's waiters' announced tokens
+	subs    []bool                  // nodes where the subscription to the key is confirmed
+	Nsubs   int
+	hsubs   []bool // nodes where the subscription to the Client's handedChannel of the key is
+	Nhsubs  int
 	// Gaps counts the times the subscription may have missed notices: it
 	// became active (a majority confirmed it), or a node confirmed it again
 	// (go-redis re-subscribes after a lost connection, silently).
