@@ -5,7 +5,6 @@ import (
 	"time"
 )
 
-
 // all is a subscription confirmed on every one of n masters.
 func all(n int) []bool {
 	s := make([]bool, n)
