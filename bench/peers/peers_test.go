@@ -486,11 +486,11 @@ func newScriptedFloor(clients []redis.UniversalClient) locker {
 	return f
 }
 
-// wantedSuffix ends a lock key's wanted key, as lua.go names it: redlock's
+// wantedSuffix ends a lock key's wanted key, as internal/script names it: redlock's
 // scripts declare it beside the key.
 const wantedSuffix = ":redlock-wanted"
 
-// redlock's scripts, from its sources (lua.go puts them together alike).
+// redlock's scripts, from its sources (internal/script puts them together alike).
 var (
 	redlockAcquire = redis.NewScript(luaSource("token.lua", "memory.lua", "acquire.lua"))
 	redlockRelease = redis.NewScript(luaSource("token.lua", "release.lua"))
@@ -499,7 +499,7 @@ var (
 func luaSource(files ...string) string {
 	var src strings.Builder
 	for _, f := range files {
-		b, err := os.ReadFile(filepath.Join("..", "..", "lua", f))
+		b, err := os.ReadFile(filepath.Join("..", "..", "internal", "script", "lua", f))
 		if err != nil {
 			panic(err)
 		}
