@@ -75,7 +75,7 @@ for i in "${!pids[@]}"; do
 	fi
 done
 if ((failed)); then
-	echo "FAIL	$module (race, sharded)"
+	echo "FAIL	$engine (race, sharded)"
 	exit 1
 fi
-echo "ok	$module (race, ${#groups[@]} shards)	$((SECONDS - start))s"
+echo "ok	$engine (race, ${#groups[@]} shards)	$((SECONDS - start))s"
