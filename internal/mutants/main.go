@@ -59,28 +59,44 @@ func (m mutant) testDir() string {
 // table1.go to table4.go.
 var mutants = slices.Concat(table1, table2, table3, table4)
 
-func main() {
-	run := flag.String("run", "", "only the mutants whose name contains this")
-	timeout := flag.Duration("timeout", 5*time.Minute, "for one mutant's tests")
-	generator := flag.Int("generator", 0, "also run this many calls of the fault generator on each mutant")
-	seed := flag.String("seed", "", "REDLOCK_CHAOS_SEED for the generator (default: random)")
-	alone := flag.Bool("alone", false, "build every mutant alone, none in the shared build")
-	baseline := flag.Bool("baseline", false, "first run the shared build's killers with no mutant chosen: all must pass")
-	parallel := flag.Int("parallel", 2, "run this many mutants' tests side by side (they mostly wait on the masters)")
-	check := flag.Bool("check", false, "only check that every mutant applies (its from occurs once in its file); run no test")
-	buildOnly := flag.Bool("build", false, "only build the shared build of the chosen mutants (schemata.go), and say whether it builds; run no test")
-	flag.Parse()
+// options are the command's flags.
+type options struct {
+	run              string
+	timeout          time.Duration
+	generator        int
+	seed             string
+	alone, baseline  bool
+	parallel         int
+	check, buildOnly bool
+}
 
+func parseFlags() options {
+	var o options
+	flag.StringVar(&o.run, "run", "", "only the mutants whose name contains this")
+	flag.DurationVar(&o.timeout, "timeout", 5*time.Minute, "for one mutant's tests")
+	flag.IntVar(&o.generator, "generator", 0, "also run this many calls of the fault generator on each mutant")
+	flag.StringVar(&o.seed, "seed", "", "REDLOCK_CHAOS_SEED for the generator (default: random)")
+	flag.BoolVar(&o.alone, "alone", false, "build every mutant alone, none in the shared build")
+	flag.BoolVar(&o.baseline, "baseline", false, "first run the shared build's killers with no mutant chosen: all must pass")
+	flag.IntVar(&o.parallel, "parallel", 2, "run this many mutants' tests side by side (they mostly wait on the masters)")
+	flag.BoolVar(&o.check, "check", false, "only check that every mutant applies (its from occurs once in its file); run no test")
+	flag.BoolVar(&o.buildOnly, "build", false, "only build the shared build of the chosen mutants (schemata.go), and say whether it builds; run no test")
+	flag.Parse()
+	return o
+}
+
+func main() {
+	o := parseFlags()
 	root, err := moduleRoot()
 	if err != nil {
 		fail(err)
 	}
-	if *check {
+	if o.check {
 		os.Exit(checkApply(root))
 	}
 	var chosen []mutant
 	for _, m := range mutants {
-		if strings.Contains(m.name, *run) {
+		if strings.Contains(m.name, o.run) {
 			chosen = append(chosen, m)
 		}
 	}
@@ -89,54 +105,75 @@ func main() {
 	// tests mostly wait on the masters.
 	var in map[int]bool
 	var shared *build
-	if !*alone {
-		shared, in = buildShared(root, chosen, *timeout)
+	if !o.alone {
+		shared, in = buildShared(root, chosen, o.timeout)
 	}
-	if *buildOnly {
-		if shared == nil {
-			os.Exit(1)
+	if o.buildOnly {
+		os.Exit(reportShared(shared, chosen, in))
+	}
+	if o.baseline && shared != nil && !runBaseline(shared, chosen, in, o.timeout) {
+		os.Exit(1)
+	}
+	t := &tally{}
+	t.runAll(schedule(root, chosen, in, shared, o), o)
+	os.Exit(t.report(shared, in))
+}
+
+// reportShared says whether the shared build built, and names the mutants
+// left out of it; it returns the exit status.
+func reportShared(shared *build, chosen []mutant, in map[int]bool) int {
+	if shared == nil {
+		return 1
+	}
+	fmt.Printf("the shared build holds %d of %d mutants, and builds (%.0fs); the others build alone:\n", len(in), len(chosen), shared.took.Seconds())
+	for i, m := range chosen {
+		if !in[i] {
+			fmt.Printf("  %s (%s)\n", m.name, m.file)
 		}
-		fmt.Printf("the shared build holds %d of %d mutants, and builds (%.0fs); the others build alone:\n", len(in), len(chosen), shared.took.Seconds())
-		for i, m := range chosen {
-			if !in[i] {
-				fmt.Printf("  %s (%s)\n", m.name, m.file)
-			}
-		}
+	}
+	shared.shared = false
+	shared.remove()
+	return 0
+}
+
+// runBaseline runs the shared build's killers with no mutant chosen, and
+// reports whether they all passed: a test that fails without a mutant
+// makes a kill prove nothing.
+func runBaseline(shared *build, chosen []mutant, in map[int]bool, timeout time.Duration) bool {
+	start := time.Now()
+	run := baselineRun(chosen, in)
+	verdict, detail := shared.try(run, nil, 4*timeout) // more than a hundred tests
+	status := "passed"
+	if verdict != "SURVIVED" { // what a mutant's passing tests are called
+		status = "FAILED"
+	}
+	fmt.Printf("%-36s %-8s %6.1fs  the shared build's killers, no mutant chosen\n", "baseline", status, time.Since(start).Seconds())
+	if status == "FAILED" {
+		fmt.Println(indent(detail))
 		shared.shared = false
 		shared.remove()
-		return
+		return false
 	}
-	if *baseline && shared != nil {
-		start := time.Now()
-		run := baselineRun(chosen, in)
-		verdict, detail := shared.try(run, nil, 4*(*timeout)) // more than a hundred tests
-		status := "passed"
-		if verdict != "SURVIVED" { // what a mutant's passing tests are called
-			status = "FAILED"
-		}
-		fmt.Printf("%-36s %-8s %6.1fs  the shared build's killers, no mutant chosen\n", "baseline", status, time.Since(start).Seconds())
-		if status == "FAILED" { // a test failed without a mutant: a kill would prove nothing
-			fmt.Println(indent(detail))
-			shared.shared = false
-			shared.remove()
-			os.Exit(1)
-		}
-	}
+	return true
+}
+
+// schedule returns the builds to run, in the table's order but for the
+// builds made alone, which go to the tests as soon as they are ready,
+// between the shared build's mutants, so that the builds never fall
+// behind.
+func schedule(root string, chosen []mutant, in map[int]bool, shared *build, o options) <-chan *build {
 	built := make(chan *build)
+	ahead := make(chan *build, 4)
+	go func() {
+		defer close(ahead)
+		for i, m := range chosen {
+			if !in[i] {
+				ahead <- prepare(root, m, o.timeout, o.generator > 0)
+			}
+		}
+	}()
 	go func() {
 		defer close(built)
-		ahead := make(chan *build, 4)
-		go func() {
-			defer close(ahead)
-			for i, m := range chosen {
-				if !in[i] {
-					ahead <- prepare(root, m, *timeout, *generator > 0)
-				}
-			}
-		}()
-		// A build made alone goes to the tests as soon as it is ready,
-		// between the shared build's mutants, so that the builds never
-		// fall behind.
 		var pending <-chan *build = ahead
 		for i := 0; ; {
 			for i < len(chosen) && !in[i] {
@@ -165,13 +202,22 @@ func main() {
 			}
 		}
 	}()
-	survived, broken, ran := 0, 0, 0
-	var failed []string // named again at the end, where a CI log's tail shows them
-	var flaky []string  // killed only on a second run: their killers need work
-	var buildTime, waited time.Duration
-	var mu sync.Mutex // the above, and the output
+	return built
+}
+
+// A tally is what the mutants' runs came to.
+type tally struct {
+	mu                    sync.Mutex // all below, and the output
+	survived, broken, ran int
+	failed                []string // named again at the end, where a CI log's tail shows them
+	flaky                 []string // killed only on a second run: their killers need work
+	buildTime, waited     time.Duration
+}
+
+// runAll runs the builds' tests, o.parallel side by side.
+func (t *tally) runAll(built <-chan *build, o options) {
 	var wg sync.WaitGroup
-	for range max(*parallel, 1) {
+	for range max(o.parallel, 1) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -182,50 +228,60 @@ func main() {
 					return
 				}
 				var out strings.Builder
-				verdict, detail, flakily := b.run(&out, *timeout, *generator, *seed)
+				verdict, detail, flakily := b.run(&out, o.timeout, o.generator, o.seed)
 				b.remove()
-				mu.Lock()
-				waited += time.Since(wait) - b.ran
-				if !b.shared {
-					buildTime += b.took
-				}
-				ran++
-				fmt.Print(out.String())
-				if flakily {
-					flaky = append(flaky, b.m.name)
-				}
-				switch verdict {
-				case "killed", "killed*":
-				case "SURVIVED":
-					survived++
-					failed = append(failed, b.m.name+" survived")
-					fmt.Println(indent(detail))
-				default:
-					broken++
-					failed = append(failed, b.m.name+" "+verdict)
-					fmt.Println(indent(detail))
-				}
-				mu.Unlock()
+				t.record(b, time.Since(wait), out.String(), verdict, detail, flakily)
 			}
 		}()
 	}
 	wg.Wait()
-	fmt.Printf("%d mutants: %d killed, %d survived, %d did not apply or build\n", ran, ran-survived-broken, survived, broken)
+}
+
+// record counts one mutant's verdict, and prints its output.
+func (t *tally) record(b *build, since time.Duration, out, verdict, detail string, flakily bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.waited += since - b.ran
+	if !b.shared {
+		t.buildTime += b.took
+	}
+	t.ran++
+	fmt.Print(out)
+	if flakily {
+		t.flaky = append(t.flaky, b.m.name)
+	}
+	switch verdict {
+	case "killed", "killed*":
+	case "SURVIVED":
+		t.survived++
+		t.failed = append(t.failed, b.m.name+" survived")
+		fmt.Println(indent(detail))
+	default:
+		t.broken++
+		t.failed = append(t.failed, b.m.name+" "+verdict)
+		fmt.Println(indent(detail))
+	}
+}
+
+// report prints the summary and returns the exit status.
+func (t *tally) report(shared *build, in map[int]bool) int {
+	fmt.Printf("%d mutants: %d killed, %d survived, %d did not apply or build\n", t.ran, t.ran-t.survived-t.broken, t.survived, t.broken)
 	if shared != nil {
 		fmt.Printf("%d of them in one build, %.0fs\n", len(in), shared.took.Seconds())
 		shared.shared = false
 		shared.remove()
 	}
-	fmt.Printf("builds alone took %.0fs in all, %.0fs of which the tests waited for\n", buildTime.Seconds(), waited.Seconds())
-	for _, f := range failed {
+	fmt.Printf("builds alone took %.0fs in all, %.0fs of which the tests waited for\n", t.buildTime.Seconds(), t.waited.Seconds())
+	for _, f := range t.failed {
 		fmt.Println("  " + f)
 	}
-	for _, f := range flaky {
+	for _, f := range t.flaky {
 		fmt.Println("  " + f + " killed only on a second run: make its killers fail every time")
 	}
-	if ran == 0 || survived > 0 || broken > 0 {
-		os.Exit(1)
+	if t.ran == 0 || t.survived > 0 || t.broken > 0 {
+		return 1
 	}
+	return 0
 }
 
 // baselineRun is a -test.run pattern for the top-level tests that kill
