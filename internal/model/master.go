@@ -72,3 +72,35 @@ func (m *Master) Release(now, token int8) bool {
 
 // Restart is a restart without data: no key, no marker.
 func (m *Master) Restart() { *m = Master{Born: -1} }
+
+// markMemory is lua/memory.lua's first script on master m: a missing
+// marker is made, born now.
+func markMemory(s *state, m int) {
+	s.m[m].memory(s.now, true)
+	marked(s)
+}
+
+// marked records the deployment's first marker, once one was made.
+func marked(s *state) {
+	if s.first < 0 {
+		s.first = s.now
+	}
+}
+
+// acquire is lua/acquire.lua on master m at s.now.
+func acquire(cfg Config, s *state, m int, token int8) (yes bool, age int8) {
+	yes, age = s.m[m].Acquire(s.now, token, int8(cfg.TTL), cfg.Guard > 0)
+	if age >= 0 {
+		marked(s)
+	}
+	return yes, age
+}
+
+// extendMaster is lua/extend.lua on master m at s.now.
+func extendMaster(cfg Config, s *state, m int, token, ttl int8) (yes bool, age int8) {
+	yes, age = s.m[m].Extend(s.now, token, ttl, cfg.Guard > 0)
+	if age >= 0 {
+		marked(s)
+	}
+	return yes, age
+}

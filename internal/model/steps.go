@@ -78,8 +78,28 @@ func (a action) describe(cfg Config, s state, names [nMasters]int) string {
 
 // successors calls emit with every state one step from s.
 func successors(cfg Config, s state, emit func(action, state)) {
+	worldSteps(cfg, &s, emit)
+	for ci := range s.c {
+		switch s.c[ci].phase {
+		case idle:
+			startSteps(cfg, &s, ci, emit)
+		case acquiring:
+			if int(s.now) >= int(s.c[ci].start)+cfg.NodeTimeout {
+				n := s
+				decide(cfg, &n, ci, true)
+				emit(action{kind: aDeadline, client: int8(ci)}, n)
+			}
+		case holding:
+			holdingSteps(cfg, &s, ci, emit)
+		}
+		deliverSteps(cfg, &s, ci, emit)
+	}
+}
+
+// worldSteps are the clock's tick and the masters' restarts.
+func worldSteps(cfg Config, s *state, emit func(action, state)) {
 	if int(s.now) < cfg.Horizon {
-		n := s
+		n := *s
 		n.now++
 		emit(action{kind: aTick}, n)
 	}
@@ -88,88 +108,93 @@ func successors(cfg Config, s state, emit func(action, state)) {
 		// one within the slack of a marker's birth (a fresh deployment's
 		// first rounds, a master marked late) is not seen (the README's
 		// limit).
-		seen := cfg.Guard == 0 || s.first >= 0 && settled(cfg, s)
+		seen := cfg.Guard == 0 || s.first >= 0 && settled(cfg, *s)
 		if int(s.restarts) < cfg.Restarts && seen && (s.m[i].Born >= 0 || s.m[i].Val != 0) {
-			n := s
+			n := *s
 			n.restarts++
 			n.m[i].Restart()
 			emit(action{kind: aRestart, master: int8(i)}, n)
 		}
 	}
-	for ci := range s.c {
-		c := &s.c[ci]
-		switch c.phase {
-		case idle:
-			if int(c.attempt) >= cfg.Attempts {
-				break
-			}
-			for reached := range 1 << nMasters {
-				missed := nMasters - bits.OnesCount(uint(reached))
-				if c.made && reached != 0 || !c.made && int(s.unreached)+missed > cfg.Unreached {
-					continue // New, just before the first attempt, reaches the masters in reached
-				}
-				n := s
-				if !c.made {
-					n.unreached += int8(missed)
-					newClient(cfg, &n, ci, reached)
-				}
-				nc := &n.c[ci]
-				nc.phase, nc.start, nc.nvotes, nc.votes = acquiring, s.now, 0, [nMasters]vote{}
-				for m := range nc.net {
-					nc.net[m] = acquireReq
-				}
-				emit(action{kind: aStart, client: int8(ci), master: int8(reached)}, n)
-			}
-		case acquiring:
-			if int(s.now) >= int(c.start)+cfg.NodeTimeout {
-				n := s
-				decide(cfg, &n, ci, true)
-				emit(action{kind: aDeadline, client: int8(ci)}, n)
-			}
-		case holding:
-			if ci == 0 && !c.extOn && int(c.exts) < cfg.Extends && c.until > s.now {
-				for _, ttl := range []int8{int8(cfg.TTL / 2), int8(2 * cfg.TTL)} {
-					n := s
-					nc := &n.c[ci]
-					nc.ext, nc.extOn, nc.exts, nc.start, nc.nvotes, nc.votes = ttl, true, nc.exts+1, s.now, 0, [nMasters]vote{}
-					for m := range nc.net {
-						if nc.net[m] == none {
-							nc.net[m] = extendReq
-						}
-					}
-					emit(action{kind: aExtend, client: int8(ci), master: ttl}, n)
-				}
-			}
-			if c.extOn && int(s.now) >= int(c.start)+cfg.NodeTimeout {
-				n := s
-				decideExtend(cfg, &n, ci, true)
-				emit(action{kind: aExtendDeadline, client: int8(ci)}, n)
-			}
-			n := s
-			release(&n, ci, -1)
-			emit(action{kind: aUnlock, client: int8(ci)}, n)
-			for m := range s.m {
-				if int(s.losses) < cfg.Losses && s.m[m].Val == c.token(ci) {
-					n := s
-					n.losses++
-					release(&n, ci, m)
-					emit(action{kind: aUnlockLost, client: int8(ci), master: int8(m)}, n)
-				}
-			}
+}
+
+// startSteps are an idle client's attempts: its first one makes it (New)
+// reaching some of the masters only.
+func startSteps(cfg Config, s *state, ci int, emit func(action, state)) {
+	c := &s.c[ci]
+	if int(c.attempt) >= cfg.Attempts {
+		return
+	}
+	for reached := range 1 << nMasters {
+		missed := nMasters - bits.OnesCount(uint(reached))
+		if c.made && reached != 0 || !c.made && int(s.unreached)+missed > cfg.Unreached {
+			continue // New, just before the first attempt, reaches the masters in reached
 		}
-		for m, in := range c.net {
-			if in == none {
-				continue
+		n := *s
+		if !c.made {
+			n.unreached += int8(missed)
+			newClient(cfg, &n, ci, reached)
+		}
+		nc := &n.c[ci]
+		nc.phase, nc.start, nc.nvotes, nc.votes = acquiring, s.now, 0, [nMasters]vote{}
+		for m := range nc.net {
+			nc.net[m] = acquireReq
+		}
+		emit(action{kind: aStart, client: int8(ci), master: int8(reached)}, n)
+	}
+}
+
+// holdingSteps are a holder's: an extension, its deadline, an Unlock, and
+// an Unlock whose release a master loses.
+func holdingSteps(cfg Config, s *state, ci int, emit func(action, state)) {
+	c := &s.c[ci]
+	if ci == 0 && !c.extOn && int(c.exts) < cfg.Extends && c.until > s.now {
+		for _, ttl := range []int8{int8(cfg.TTL / 2), int8(2 * cfg.TTL)} {
+			n := *s
+			nc := &n.c[ci]
+			nc.ext, nc.extOn, nc.exts, nc.start, nc.nvotes, nc.votes = ttl, true, nc.exts+1, s.now, 0, [nMasters]vote{}
+			for m := range nc.net {
+				if nc.net[m] == none {
+					nc.net[m] = extendReq
+				}
 			}
-			n := s
-			deliver(cfg, &n, ci, m, false)
-			emit(action{kind: aAcquire, client: int8(ci), master: int8(m)}, n)
-			if int(s.losses) < cfg.Losses && (c.phase == acquiring || in == extendReq && c.phase == holding && c.extOn) {
-				n := s
-				n.losses++
-				deliver(cfg, &n, ci, m, true)
-				emit(action{kind: aAcquireReplyLost, client: int8(ci), master: int8(m)}, n)
-			}
+			emit(action{kind: aExtend, client: int8(ci), master: ttl}, n)
+		}
+	}
+	if c.extOn && int(s.now) >= int(c.start)+cfg.NodeTimeout {
+		n := *s
+		decideExtend(cfg, &n, ci, true)
+		emit(action{kind: aExtendDeadline, client: int8(ci)}, n)
+	}
+	n := *s
+	release(&n, ci, -1)
+	emit(action{kind: aUnlock, client: int8(ci)}, n)
+	for m := range s.m {
+		if int(s.losses) < cfg.Losses && s.m[m].Val == c.token(ci) {
+			n := *s
+			n.losses++
+			release(&n, ci, m)
+			emit(action{kind: aUnlockLost, client: int8(ci), master: int8(m)}, n)
+		}
+	}
+}
+
+// deliverSteps are a client's requests on their way: each delivered, or
+// its reply lost.
+func deliverSteps(cfg Config, s *state, ci int, emit func(action, state)) {
+	c := &s.c[ci]
+	for m, in := range c.net {
+		if in == none {
+			continue
+		}
+		n := *s
+		deliver(cfg, &n, ci, m, false)
+		emit(action{kind: aAcquire, client: int8(ci), master: int8(m)}, n)
+		if int(s.losses) < cfg.Losses && (c.phase == acquiring || in == extendReq && c.phase == holding && c.extOn) {
+			n := *s
+			n.losses++
+			deliver(cfg, &n, ci, m, true)
+			emit(action{kind: aAcquireReplyLost, client: int8(ci), master: int8(m)}, n)
 		}
 	}
 }
@@ -247,38 +272,6 @@ func settled(cfg Config, s state) bool {
 		}
 	}
 	return true
-}
-
-// markMemory is lua/memory.lua's first script on master m: a missing
-// marker is made, born now.
-func markMemory(s *state, m int) {
-	s.m[m].memory(s.now, true)
-	marked(s)
-}
-
-// marked records the deployment's first marker, once one was made.
-func marked(s *state) {
-	if s.first < 0 {
-		s.first = s.now
-	}
-}
-
-// acquire is lua/acquire.lua on master m at s.now.
-func acquire(cfg Config, s *state, m int, token int8) (yes bool, age int8) {
-	yes, age = s.m[m].Acquire(s.now, token, int8(cfg.TTL), cfg.Guard > 0)
-	if age >= 0 {
-		marked(s)
-	}
-	return yes, age
-}
-
-// extendMaster is lua/extend.lua on master m at s.now.
-func extendMaster(cfg Config, s *state, m int, token, ttl int8) (yes bool, age int8) {
-	yes, age = s.m[m].Extend(s.now, token, ttl, cfg.Guard > 0)
-	if age >= 0 {
-		marked(s)
-	}
-	return yes, age
 }
 
 // decideExtend replays client ci's extension votes through the core's
