@@ -5,13 +5,9 @@
 package chaos
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"net"
 	"slices"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -93,13 +89,6 @@ type fenceTop struct {
 	holder string
 }
 
-// A dataLoss: every command that met the master's old data ran before
-// oldBefore, every one that met its new (emptied) data after newAfter.
-type dataLoss struct {
-	oldBefore, newAfter time.Time
-	what                string
-}
-
 // A FenceViolation is one broken guarantee that Check (or Obtained) found.
 type FenceViolation struct {
 	Kind        string // "backwards", "repeated", "changed", "refused"
@@ -170,41 +159,6 @@ func (s *FenceStore) Write(key, holder string, fence uint64, until time.Time) bo
 	return accepted
 }
 
-// DataLoss records that a master lost its data (a restart without
-// persistence, a FLUSHALL): every command that met its old data ran before
-// oldBefore, and every one that met the new data after newAfter. For a
-// master that was down in between, oldBefore may be earlier than newAfter
-// (a moment it was seen down, then the last such moment); when only the
-// fault's start and end are known, pass its end as oldBefore and its start
-// as newAfter. Check then excuses a pair of fences A, B only if A's Fence
-// call began before oldBefore and B's returned after newAfter: A's counter
-// writes may have met the old data and B's the new.
-func (s *FenceStore) DataLoss(oldBefore, newAfter time.Time, what string) {
-	s.mu.Lock()
-	s.losses = append(s.losses, dataLoss{oldBefore, newAfter, what})
-	s.mu.Unlock()
-	if s.hist != nil {
-		s.hist.Note("data loss (%s): old data until %v at the latest, new data from %v at the earliest", what, s.at(oldBefore), s.at(newAfter))
-	}
-}
-
-// excused reports whether a data loss may separate a's counter writes
-// from b's: a's Fence began before the loss, b's ended after it.
-func (s *FenceStore) excused(a, b *FenceRecord) bool {
-	for _, l := range s.losses {
-		if a.Asked.Before(l.oldBefore) && b.Got.After(l.newAfter) {
-			return true
-		}
-	}
-	return false
-}
-
-// excusedEither is excused for a pair in either order: two fences whose
-// calls may have overlapped.
-func (s *FenceStore) excusedEither(a, b *FenceRecord) bool {
-	return s.excused(a, b) || s.excused(b, a)
-}
-
 // Check returns every violation (see FenceStore), in order of when each
 // showed. Call it once the holders are done.
 func (s *FenceStore) Check() []FenceViolation {
@@ -224,65 +178,86 @@ func (s *FenceStore) check() (out []FenceViolation, st FenceStats) {
 	for _, key := range slicesSortedKeys(byKey) {
 		rs := byKey[key]
 		slices.SortFunc(rs, func(a, b *FenceRecord) int { return a.Got.Compare(b.Got) })
-		byFence := map[uint64][]*FenceRecord{}
-		for _, r := range rs {
-			byFence[r.Fence] = append(byFence[r.Fence], r)
-		}
-		for _, same := range byFence {
-			for i, a := range same {
-				for _, b := range same[i+1:] {
-					if s.excusedEither(a, b) {
-						continue
-					}
-					first, then := a, b
-					if b.Asked.Before(a.Asked) {
-						first, then = b, a
-					}
-					out = append(out, FenceViolation{
-						Kind: "repeated", Key: key, First: *first, Then: *then, At: b.Got,
-						Msg: fmt.Sprintf("key %q: fence %d obtained by two holders: %s and %s", key, a.Fence, s.describe(first), s.describe(then)),
-					})
-				}
-			}
-		}
-		// Ordered pairs: a's Fence returned before b's began (rs is in
-		// order of return, so the a's of b are a prefix). One violation per
-		// b, against the highest fence it fell under.
-		for _, b := range rs {
-			var worst *FenceRecord
-			for i, a := range rs {
-				if !a.Got.Before(b.Asked) {
-					break
-				}
-				successive := i+1 == len(rs) || !rs[i+1].Got.Before(b.Asked)
-				st.Pairs++
-				if successive {
-					st.Successive++
-				}
-				if s.excused(a, b) {
-					st.Excused++
-					if successive {
-						st.SuccessiveExcused++
-					}
+		out = append(out, s.repeated(key, rs)...)
+		out = append(out, s.backwards(key, rs, &st)...)
+	}
+	out = append(out, s.refused(&st)...)
+	slices.SortStableFunc(out, func(a, b FenceViolation) int { return a.At.Compare(b.At) })
+	return out, st
+}
+
+// repeated is the violations of key's records rs (in order of return)
+// where two holders obtained one fence.
+func (s *FenceStore) repeated(key string, rs []*FenceRecord) (out []FenceViolation) {
+	byFence := map[uint64][]*FenceRecord{}
+	for _, r := range rs {
+		byFence[r.Fence] = append(byFence[r.Fence], r)
+	}
+	for _, same := range byFence {
+		for i, a := range same {
+			for _, b := range same[i+1:] {
+				if s.excusedEither(a, b) {
 					continue
 				}
-				if b.Fence < a.Fence && (worst == nil || a.Fence > worst.Fence) {
-					worst = a
-				}
-			}
-			if a := worst; a != nil {
-				order := "its Fence call began after A's returned"
-				if a.Got.Before(b.Acquiring) {
-					order = "its acquisition began after A's Fence returned"
+				first, then := a, b
+				if b.Asked.Before(a.Asked) {
+					first, then = b, a
 				}
 				out = append(out, FenceViolation{
-					Kind: "backwards", Key: key, First: *a, Then: *b, At: b.Got,
-					Msg: fmt.Sprintf("key %q: fence went backwards: B = %s got fence %d, below A = %s's %d, though %s",
-						key, s.describe(b), b.Fence, s.describe(a), a.Fence, order),
+					Kind: "repeated", Key: key, First: *first, Then: *then, At: b.Got,
+					Msg: fmt.Sprintf("key %q: fence %d obtained by two holders: %s and %s", key, a.Fence, s.describe(first), s.describe(then)),
 				})
 			}
 		}
 	}
+	return out
+}
+
+// backwards is the violations of key's records rs (in order of return)
+// where a fence went backwards, over ordered pairs: a's Fence returned
+// before b's began (the a's of b are a prefix of rs). One violation per b,
+// against the highest fence it fell under; st counts the pairs.
+func (s *FenceStore) backwards(key string, rs []*FenceRecord, st *FenceStats) (out []FenceViolation) {
+	for _, b := range rs {
+		var worst *FenceRecord
+		for i, a := range rs {
+			if !a.Got.Before(b.Asked) {
+				break
+			}
+			successive := i+1 == len(rs) || !rs[i+1].Got.Before(b.Asked)
+			st.Pairs++
+			if successive {
+				st.Successive++
+			}
+			if s.excused(a, b) {
+				st.Excused++
+				if successive {
+					st.SuccessiveExcused++
+				}
+				continue
+			}
+			if b.Fence < a.Fence && (worst == nil || a.Fence > worst.Fence) {
+				worst = a
+			}
+		}
+		if a := worst; a != nil {
+			order := "its Fence call began after A's returned"
+			if a.Got.Before(b.Acquiring) {
+				order = "its acquisition began after A's Fence returned"
+			}
+			out = append(out, FenceViolation{
+				Kind: "backwards", Key: key, First: *a, Then: *b, At: b.Got,
+				Msg: fmt.Sprintf("key %q: fence went backwards: B = %s got fence %d, below A = %s's %d, though %s",
+					key, s.describe(b), b.Fence, s.describe(a), a.Fence, order),
+			})
+		}
+	}
+	return out
+}
+
+// refused is the violations where the store refused a valid holder's
+// write; st counts the writes.
+func (s *FenceStore) refused(st *FenceStats) (out []FenceViolation) {
 	for _, w := range s.writes {
 		st.Writes++
 		if w.Accepted {
@@ -309,90 +284,5 @@ func (s *FenceStore) check() (out []FenceViolation, st FenceStats) {
 		}
 		out = append(out, v)
 	}
-	slices.SortStableFunc(out, func(a, b FenceViolation) int { return a.At.Compare(b.At) })
-	return out, st
-}
-
-// WatchDataLoss tells s, until ctx ends, of every restart without data
-// (KilledEmpty) that sched gives a node of c, with the tightest bounds it
-// can prove. Every poll it reads the schedule's faults; while a node is
-// KilledEmpty it dials the node's server directly (no proxy): a refused
-// connection shows that the old process is gone (the kill came before) and
-// that the new one is not listening yet (the restart comes after). So the
-// loss is reported with oldBefore the end of the first refused dial and
-// newAfter the start of the last one, and pairs of fences drawn while the
-// node was down are not excused. If no dial was refused (the watcher was
-// starved), the whole fault is reported, from the poll before it was seen
-// to the poll that saw it over; and a gap between polls longer than the
-// shortest KilledEmpty (sched's MaxTTL), in which one might have come and
-// gone unseen, is reported as a loss too. Run it in its own goroutine.
-func (s *FenceStore) WatchDataLoss(ctx context.Context, c *Cluster, sched *Schedule, poll time.Duration) {
-	type episode struct {
-		open                bool
-		seenFrom            time.Time // the poll before the fault was seen
-		firstDead, lastDead time.Time
-	}
-	eps := make([]episode, len(c.Nodes))
-	dead := func(i int) (start, end time.Time, ok bool) {
-		start = time.Now()
-		conn, err := net.DialTimeout("tcp", c.Nodes[i].Server.Addr, poll)
-		end = time.Now()
-		if err == nil {
-			_ = conn.Close()
-			return start, end, false
-		}
-		return start, end, errors.Is(err, syscall.ECONNREFUSED)
-	}
-	closeEp := func(i int, now time.Time) {
-		e := &eps[i]
-		what := fmt.Sprintf("node %d restarted empty", i)
-		if e.firstDead.IsZero() {
-			s.DataLoss(now, e.seenFrom, what+", never seen down")
-		} else {
-			s.DataLoss(e.firstDead, e.lastDead, what)
-		}
-		*e = episode{}
-	}
-	minDown := sched.opt.MaxTTL
-	prev := time.Now()
-	tick := time.NewTicker(poll)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			now := time.Now()
-			for i := range eps {
-				if eps[i].open {
-					closeEp(i, now)
-				}
-			}
-			return
-		case <-tick.C:
-		}
-		before := time.Now()
-		faults := sched.Health().Faults()
-		after := time.Now()
-		if minDown > 0 && before.Sub(prev) >= minDown {
-			s.DataLoss(after, prev, fmt.Sprintf("the watcher did not poll for %v", before.Sub(prev).Round(time.Millisecond)))
-		}
-		for i, f := range faults {
-			e := &eps[i]
-			if f != KilledEmpty {
-				if e.open {
-					closeEp(i, after)
-				}
-				continue
-			}
-			if !e.open {
-				*e = episode{open: true, seenFrom: prev}
-			}
-			if start, end, ok := dead(i); ok {
-				if e.firstDead.IsZero() {
-					e.firstDead = end
-				}
-				e.lastDead = start
-			}
-		}
-		prev = before
-	}
+	return out
 }
