@@ -58,30 +58,6 @@ var externalNames = map[string]bool{
 	"UniversalClient":       true,
 }
 
-// An index is what exists: the names the docs are checked against.
-type index struct {
-	tests   map[string]bool            // top-level Test/Example/Benchmark/Fuzz funcs of *_test.go files
-	files   map[string]bool            // every file, slash-separated, relative to the root
-	bases   map[string]bool            // every file's base name
-	decls   map[string]bool            // the root package's exported package-level names
-	types   map[string]map[string]bool // the root package's exported types: their exported methods and fields
-	members map[string]bool            // every exported method and field name of the root package
-	others  map[string]bool            // exported names declared in the repository's other packages
-	// The root package's aliases of internal/engine's types, and those
-	// types' exported methods and fields: an alias has its type's.
-	aliases map[string]string
-	engine  map[string]map[string]bool
-}
-
-func newIndex() *index {
-	return &index{
-		tests: map[string]bool{}, files: map[string]bool{}, bases: map[string]bool{},
-		decls: map[string]bool{}, types: map[string]map[string]bool{},
-		members: map[string]bool{}, others: map[string]bool{},
-		aliases: map[string]string{}, engine: map[string]map[string]bool{},
-	}
-}
-
 // A finding is a name a doc gives that does not exist.
 type finding struct {
 	file string
@@ -152,9 +128,7 @@ func (s source) check(idx *index) []finding {
 // load walks the repository at root: it indexes what exists and returns
 // the sources to check.
 func load(root string) (*index, []source, error) {
-	idx := newIndex()
-	var sources []source
-	fset := token.NewFileSet()
+	l := loader{idx: newIndex(), fset: token.NewFileSet()}
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -170,47 +144,58 @@ func load(root string) (*index, []source, error) {
 			}
 			return nil
 		}
-		name := d.Name()
-		// zz_*_test.go are reviewers' scratch tests (.gitignore): not in
-		// a clone.
-		if strings.HasPrefix(name, "zz_") && strings.HasSuffix(name, "_test.go") {
+		return l.file(p, rel, d.Name())
+	})
+	return l.idx, l.sources, err
+}
+
+// A loader reads the repository's files into the index and the sources.
+type loader struct {
+	idx     *index
+	sources []source
+	fset    *token.FileSet
+}
+
+// file indexes the file at p (rel to the root), and keeps it as a source
+// to check when it is Go, Lua or checked Markdown.
+func (l *loader) file(p, rel, name string) error {
+	// zz_*_test.go are reviewers' scratch tests (.gitignore): not in a
+	// clone.
+	if strings.HasPrefix(name, "zz_") && strings.HasSuffix(name, "_test.go") {
+		return nil
+	}
+	l.idx.files[rel] = true
+	l.idx.bases[name] = true
+	dir := path.Dir(rel)
+	inTestdata := slices.Contains(strings.Split(dir, "/"), "testdata")
+	kind := ""
+	switch {
+	case strings.HasSuffix(name, ".go") && !inTestdata:
+		kind = "go"
+	case strings.HasSuffix(name, ".lua") && !inTestdata:
+		kind = "lua"
+	case isCheckedMarkdown(rel):
+		kind = "md"
+	default:
+		return nil
+	}
+	src, err := os.ReadFile(p)
+	if err != nil {
+		return err
+	}
+	s := source{name: rel, kind: kind, text: src}
+	if kind == "go" {
+		if strings.HasSuffix(name, "_test.go") {
+			l.idx.addTests(l.fset, rel, src)
 			return nil
 		}
-		idx.files[rel] = true
-		idx.bases[name] = true
-		dir := path.Dir(rel)
-		inTestdata := slices.Contains(strings.Split(dir, "/"), "testdata")
-		switch {
-		case strings.HasSuffix(name, ".go") && !inTestdata:
-			src, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			if strings.HasSuffix(name, "_test.go") {
-				idx.addTests(fset, rel, src)
-				return nil
-			}
-			isRoot := idx.addDecls(fset, rel, src, dir == ".")
-			if strings.HasPrefix(rel, "internal/docscheck/") {
-				return nil // its comments describe the names it looks for
-			}
-			sources = append(sources, source{name: rel, kind: "go", root: isRoot, text: src})
-		case strings.HasSuffix(name, ".lua") && !inTestdata:
-			src, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			sources = append(sources, source{name: rel, kind: "lua", text: src})
-		case isCheckedMarkdown(rel):
-			src, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			sources = append(sources, source{name: rel, kind: "md", text: src})
+		s.root = l.idx.addDecls(l.fset, rel, src, dir == ".")
+		if strings.HasPrefix(rel, "internal/docscheck/") {
+			return nil // its comments describe the names it looks for
 		}
-		return nil
-	})
-	return idx, sources, err
+	}
+	l.sources = append(l.sources, s)
+	return nil
 }
 
 // isCheckedMarkdown reports whether the markdown file at rel is checked:
@@ -232,139 +217,6 @@ func parse(fset *token.FileSet, name string, src []byte) *ast.File {
 		fmt.Fprintf(os.Stderr, "docscheck: warning: %v\n", err)
 	}
 	return f
-}
-
-// addTests indexes the tests, examples, benchmarks and fuzz targets of a
-// *_test.go file.
-func (idx *index) addTests(fset *token.FileSet, name string, src []byte) {
-	f := parse(fset, name, src)
-	if f == nil {
-		return
-	}
-	for _, d := range f.Decls {
-		if fd, ok := d.(*ast.FuncDecl); ok && fd.Recv == nil && testName.MatchString(fd.Name.Name) {
-			idx.tests[fd.Name.Name] = true
-		}
-	}
-}
-
-// addDecls indexes the exported declarations of a non-test Go file, and
-// reports whether it is of the root package (inRoot: in the root
-// directory, and package redlock); those of other packages count as others.
-func (idx *index) addDecls(fset *token.FileSet, name string, src []byte, inRoot bool) bool {
-	f := parse(fset, name, src)
-	if f == nil {
-		return false
-	}
-	root := inRoot && f.Name.Name == "redlock"
-	decls, members := idx.others, idx.others
-	if root {
-		decls, members = idx.decls, idx.members
-	}
-	member := func(typ, name string) {
-		if !ast.IsExported(name) {
-			return
-		}
-		if f.Name.Name == "engine" {
-			if idx.engine[typ] == nil {
-				idx.engine[typ] = map[string]bool{}
-			}
-			idx.engine[typ][name] = true
-		}
-		members[name] = true
-		if root && ast.IsExported(typ) {
-			if idx.types[typ] == nil {
-				idx.types[typ] = map[string]bool{}
-			}
-			idx.types[typ][name] = true
-		}
-	}
-	for _, d := range f.Decls {
-		switch d := d.(type) {
-		case *ast.FuncDecl:
-			if d.Recv == nil {
-				if d.Name.IsExported() {
-					decls[d.Name.Name] = true
-				}
-				continue
-			}
-			member(receiverType(d.Recv.List[0].Type), d.Name.Name)
-		case *ast.GenDecl:
-			for _, s := range d.Specs {
-				switch s := s.(type) {
-				case *ast.ValueSpec:
-					for _, n := range s.Names {
-						if n.IsExported() {
-							decls[n.Name] = true
-						}
-					}
-				case *ast.TypeSpec:
-					if s.Name.IsExported() {
-						decls[s.Name.Name] = true
-						if root && idx.types[s.Name.Name] == nil {
-							idx.types[s.Name.Name] = map[string]bool{}
-						}
-						if sel, ok := s.Type.(*ast.SelectorExpr); root && s.Assign.IsValid() && ok {
-							idx.aliases[s.Name.Name] = sel.Sel.Name
-						}
-					}
-					for _, m := range fieldNames(s.Type) {
-						member(s.Name.Name, m)
-					}
-				}
-			}
-		}
-	}
-	return root
-}
-
-// receiverType is the name of a method's receiver type: T of T, *T, T[P].
-func receiverType(e ast.Expr) string {
-	for {
-		switch x := e.(type) {
-		case *ast.StarExpr:
-			e = x.X
-		case *ast.IndexExpr:
-			e = x.X
-		case *ast.IndexListExpr:
-			e = x.X
-		case *ast.ParenExpr:
-			e = x.X
-		case *ast.Ident:
-			return x.Name
-		default:
-			return ""
-		}
-	}
-}
-
-// fieldNames are a struct type's field names (an embedded field by its
-// type's name) or an interface type's method names.
-func fieldNames(t ast.Expr) []string {
-	var list *ast.FieldList
-	switch t := t.(type) {
-	case *ast.StructType:
-		list = t.Fields
-	case *ast.InterfaceType:
-		list = t.Methods
-	}
-	if list == nil {
-		return nil
-	}
-	var names []string
-	for _, f := range list.List {
-		for _, n := range f.Names {
-			names = append(names, n.Name)
-		}
-		if len(f.Names) == 0 {
-			if n := receiverType(f.Type); n != "" {
-				names = append(names, n)
-			} else if sel, ok := f.Type.(*ast.SelectorExpr); ok {
-				names = append(names, sel.Sel.Name)
-			}
-		}
-	}
-	return names
 }
 
 var (
