@@ -78,18 +78,7 @@ func prepare(root string, m mutant, timeout time.Duration, generator bool) *buil
 		b.verdict, b.detail = "ERROR", err.Error()
 		return b
 	}
-	path := filepath.Join(dir, m.file)
-	src, err := os.ReadFile(path)
-	if err != nil {
-		b.verdict, b.detail = "ERROR", err.Error()
-		return b
-	}
-	if n := bytes.Count(src, []byte(m.from)); n != 1 {
-		b.verdict, b.detail = "STALE", fmt.Sprintf("%s: the code to mutate occurs %d times, want 1: update the table", m.file, n)
-		return b
-	}
-	if err := os.WriteFile(path, bytes.Replace(src, []byte(m.from), []byte(m.to), 1), 0o644); err != nil {
-		b.verdict, b.detail = "ERROR", err.Error()
+	if b.verdict, b.detail = m.apply(dir); b.verdict != "" {
 		return b
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
@@ -125,6 +114,23 @@ func prepare(root string, m mutant, timeout time.Duration, generator bool) *buil
 		b.verdict, b.detail = "BROKEN", tail(out) // the mutant did not build
 	}
 	return b
+}
+
+// apply makes m's replacement in the copy of the module in dir; a verdict
+// ("STALE", "ERROR") and its detail when it cannot.
+func (m mutant) apply(dir string) (verdict, detail string) {
+	path := filepath.Join(dir, m.file)
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return "ERROR", err.Error()
+	}
+	if n := bytes.Count(src, []byte(m.from)); n != 1 {
+		return "STALE", fmt.Sprintf("%s: the code to mutate occurs %d times, want 1: update the table", m.file, n)
+	}
+	if err := os.WriteFile(path, bytes.Replace(src, []byte(m.from), []byte(m.to), 1), 0o644); err != nil {
+		return "ERROR", err.Error()
+	}
+	return "", ""
 }
 
 // compileTests builds the test binary bin of the package in dir.

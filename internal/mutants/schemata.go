@@ -64,63 +64,13 @@ func schemata(root string, ms []mutant) (dir string, in map[int]bool, err error)
 	in = map[int]bool{}
 	pkgs := map[string]string{} // directory → package name, of the files with copies
 	for file, idx := range byFile {
-		path := filepath.Join(dir, file)
-		src, err := os.ReadFile(path)
+		pkg, err := schemataFile(filepath.Join(dir, file), ms, idx, in)
 		if err != nil {
 			return dir, nil, err
 		}
-		fset := token.NewFileSet()
-		f, err := parser.ParseFile(fset, path, src, 0)
-		if err != nil {
-			return dir, nil, err
+		if pkg != "" {
+			pkgs[filepath.Dir(file)] = pkg
 		}
-		pkg := f.Name.Name
-		var edits []edit
-		var copies []string
-		type names struct {
-			recv string
-			args []string
-		}
-		named := map[*ast.FuncDecl]names{} // whose unnamed parameters were named
-		for _, i := range idx {
-			m := ms[i]
-			if bytes.Count(src, []byte(m.from)) != 1 {
-				continue // STALE: built alone, which says so
-			}
-			at := bytes.Index(src, []byte(m.from))
-			fn := enclosingFunc(fset, f, at, at+len(m.from))
-			if fn == nil {
-				continue
-			}
-			start, end := fset.Position(fn.Pos()).Offset, fset.Position(fn.End()).Offset
-			name := fmt.Sprintf("%s__mutant%d", fn.Name.Name, i)
-			nameAt := fset.Position(fn.Name.Pos()).Offset
-			body := apply(string(src[start:end]), []edit{
-				{at: at - start, n: len(m.from), text: m.to},
-				{at: nameAt - start, n: len(fn.Name.Name), text: name},
-			})
-			copies = append(copies, body)
-			ns, ok := named[fn]
-			if !ok {
-				var e []edit
-				e, ns.recv, ns.args = params(fset, fn)
-				edits = append(edits, e...)
-				named[fn] = ns
-			}
-			edits = append(edits, edit{
-				at:   fset.Position(fn.Body.Lbrace).Offset + 1,
-				text: dispatch(fn, i, name, ns.recv, ns.args),
-			})
-			in[i] = true
-		}
-		if len(copies) == 0 {
-			continue
-		}
-		out := apply(string(src), edits) + "\n" + strings.Join(copies, "\n\n") + "\n"
-		if err := os.WriteFile(path, []byte(out), 0o644); err != nil {
-			return dir, nil, err
-		}
-		pkgs[filepath.Dir(file)] = pkg
 	}
 	for d, pkg := range pkgs {
 		if err := os.WriteFile(filepath.Join(dir, d, "zz_mutant_schemata.go"), []byte(chooser(pkg)), 0o644); err != nil {
@@ -128,6 +78,64 @@ func schemata(root string, ms []mutant) (dir string, in map[int]bool, err error)
 		}
 	}
 	return dir, in, nil
+}
+
+// schemataFile rewrites the file at path for the mutants ms[idx] of it:
+// each mutated function gets a copy with the mutant, and a dispatch to it
+// at its start. It records in in the mutants it holds, and returns the
+// file's package name; "" when it holds none.
+func schemataFile(path string, ms []mutant, idx []int, in map[int]bool) (pkg string, err error) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, path, src, 0)
+	if err != nil {
+		return "", err
+	}
+	var edits []edit
+	var copies []string
+	type names struct {
+		recv string
+		args []string
+	}
+	named := map[*ast.FuncDecl]names{} // whose unnamed parameters were named
+	for _, i := range idx {
+		m := ms[i]
+		if bytes.Count(src, []byte(m.from)) != 1 {
+			continue // STALE: built alone, which says so
+		}
+		at := bytes.Index(src, []byte(m.from))
+		fn := enclosingFunc(fset, f, at, at+len(m.from))
+		if fn == nil {
+			continue
+		}
+		start, end := fset.Position(fn.Pos()).Offset, fset.Position(fn.End()).Offset
+		name := fmt.Sprintf("%s__mutant%d", fn.Name.Name, i)
+		nameAt := fset.Position(fn.Name.Pos()).Offset
+		copies = append(copies, apply(string(src[start:end]), []edit{
+			{at: at - start, n: len(m.from), text: m.to},
+			{at: nameAt - start, n: len(fn.Name.Name), text: name},
+		}))
+		ns, ok := named[fn]
+		if !ok {
+			var e []edit
+			e, ns.recv, ns.args = params(fset, fn)
+			edits = append(edits, e...)
+			named[fn] = ns
+		}
+		edits = append(edits, edit{
+			at:   fset.Position(fn.Body.Lbrace).Offset + 1,
+			text: dispatch(fn, i, name, ns.recv, ns.args),
+		})
+		in[i] = true
+	}
+	if len(copies) == 0 {
+		return "", nil
+	}
+	out := apply(string(src), edits) + "\n" + strings.Join(copies, "\n\n") + "\n"
+	return f.Name.Name, os.WriteFile(path, []byte(out), 0o644)
 }
 
 // chooser is the file that declares, in package pkg, the mutant the
