@@ -63,62 +63,26 @@ type options struct {
 }
 
 func run(ctx context.Context, args []string, out, logOut io.Writer) error {
-	var o options
-	fs := flag.NewFlagSet("observability", flag.ContinueOnError)
-	fs.SetOutput(logOut)
-	fs.StringVar(&o.nodes, "nodes", "", "comma-separated host:port of five real masters (default: five embedded ones)")
-	fs.DurationVar(&o.duration, "duration", 4*time.Second, "how long the workers run")
-	fs.DurationVar(&o.hangAt, "hang-at", 1500*time.Millisecond, "embedded masters: when the fifth stops answering (0: never)")
-	fs.IntVar(&o.workers, "workers", 4, "contending workers")
-	fs.StringVar(&o.metrics, "metrics", "", "serve Prometheus metrics on this address (/metrics) while running")
-	fs.StringVar(&o.traces, "traces", "", "write the spans to this file (default: discard)")
-	if err := fs.Parse(args); err != nil {
+	o, err := parseFlags(args, logOut)
+	if err != nil {
 		return err
 	}
-	if o.workers < 1 || o.duration <= 0 || o.hangAt < 0 {
-		return errors.New("-workers must be positive, -duration positive, -hang-at not negative")
-	}
-
 	nodes, hang, heal, cleanup, err := masters(o)
 	if err != nil {
 		return err
 	}
 	defer cleanup()
 
-	// Metrics: an OTel meter provider whose reader is the Prometheus
-	// exporter, registered on its own registry.
-	reg := prometheus.NewRegistry()
-	exporter, err := otelprom.New(otelprom.WithRegisterer(reg))
+	mp, metrics, stopMetrics, err := setUpMetrics(o)
 	if err != nil {
 		return err
 	}
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter))
-	defer func() { _ = mp.Shutdown(context.Background()) }()
-	metrics := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
-	if o.metrics != "" {
-		srv := &http.Server{Addr: o.metrics, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			metrics.ServeHTTP(w, r)
-		}), ReadHeaderTimeout: 5 * time.Second}
-		go func() { _ = srv.ListenAndServe() }()
-		defer func() { _ = srv.Close() }()
-	}
-
-	// Traces: the stdout exporter, into -traces.
-	traceOut := io.Discard
-	if o.traces != "" {
-		f, err := os.Create(o.traces)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		traceOut = f
-	}
-	texp, err := stdouttrace.New(stdouttrace.WithWriter(traceOut))
+	defer stopMetrics()
+	tp, stopTraces, err := setUpTraces(o)
 	if err != nil {
 		return err
 	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(texp))
-	defer func() { _ = tp.Shutdown(context.Background()) }()
+	defer stopTraces()
 
 	obs, err := redlockotel.NewObserver(redlockotel.WithTracerProvider(tp), redlockotel.WithMeterProvider(mp))
 	if err != nil {
@@ -148,8 +112,86 @@ func run(ctx context.Context, args []string, out, logOut io.Writer) error {
 		t := time.AfterFunc(o.hangAt, hang)
 		defer t.Stop()
 	}
+	contend(ctx, c, o.workers)
+	printMetrics(out, metrics)
+	return nil
+}
+
+// parseFlags reads the command line into options.
+func parseFlags(args []string, logOut io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("observability", flag.ContinueOnError)
+	fs.SetOutput(logOut)
+	fs.StringVar(&o.nodes, "nodes", "", "comma-separated host:port of five real masters (default: five embedded ones)")
+	fs.DurationVar(&o.duration, "duration", 4*time.Second, "how long the workers run")
+	fs.DurationVar(&o.hangAt, "hang-at", 1500*time.Millisecond, "embedded masters: when the fifth stops answering (0: never)")
+	fs.IntVar(&o.workers, "workers", 4, "contending workers")
+	fs.StringVar(&o.metrics, "metrics", "", "serve Prometheus metrics on this address (/metrics) while running")
+	fs.StringVar(&o.traces, "traces", "", "write the spans to this file (default: discard)")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if o.workers < 1 || o.duration <= 0 || o.hangAt < 0 {
+		return o, errors.New("-workers must be positive, -duration positive, -hang-at not negative")
+	}
+	return o, nil
+}
+
+// setUpMetrics makes an OTel meter provider whose reader is the Prometheus
+// exporter, registered on its own registry, and serves it on o.metrics
+// when set. stop shuts both down.
+func setUpMetrics(o options) (mp *sdkmetric.MeterProvider, metrics http.Handler, stop func(), err error) {
+	reg := prometheus.NewRegistry()
+	exporter, err := otelprom.New(otelprom.WithRegisterer(reg))
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	mp = sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter))
+	metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	var srv *http.Server
+	if o.metrics != "" {
+		srv = &http.Server{Addr: o.metrics, Handler: metrics, ReadHeaderTimeout: 5 * time.Second}
+		go func() { _ = srv.ListenAndServe() }()
+	}
+	return mp, metrics, func() {
+		if srv != nil {
+			_ = srv.Close()
+		}
+		_ = mp.Shutdown(context.Background())
+	}, nil
+}
+
+// setUpTraces makes a tracer provider with the stdout exporter, writing
+// into o.traces (default: discard). stop shuts it down.
+func setUpTraces(o options) (tp *sdktrace.TracerProvider, stop func(), err error) {
+	traceOut := io.Discard
+	var f *os.File
+	if o.traces != "" {
+		if f, err = os.Create(o.traces); err != nil {
+			return nil, nil, err
+		}
+		traceOut = f
+	}
+	texp, err := stdouttrace.New(stdouttrace.WithWriter(traceOut))
+	if err != nil {
+		if f != nil {
+			_ = f.Close()
+		}
+		return nil, nil, err
+	}
+	tp = sdktrace.NewTracerProvider(sdktrace.WithBatcher(texp))
+	return tp, func() {
+		_ = tp.Shutdown(context.Background())
+		if f != nil {
+			_ = f.Close()
+		}
+	}, nil
+}
+
+// contend runs workers that take one lock in turn until ctx ends.
+func contend(ctx context.Context, c *redlock.Client, workers int) {
 	var wg sync.WaitGroup
-	for range o.workers {
+	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -164,8 +206,10 @@ func run(ctx context.Context, args []string, out, logOut io.Writer) error {
 		}()
 	}
 	wg.Wait()
+}
 
-	// What an operator alerts on, as Prometheus scrapes it.
+// printMetrics prints what an operator alerts on, as Prometheus scrapes it.
+func printMetrics(out io.Writer, metrics http.Handler) {
 	rec := httptest.NewRecorder()
 	metrics.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 	fmt.Fprintln(out, "\nmetrics (excerpt of /metrics):")
@@ -176,7 +220,6 @@ func run(ctx context.Context, args []string, out, logOut io.Writer) error {
 			}
 		}
 	}
-	return nil
 }
 
 // trimScope drops the otel_scope_* labels the exporter adds to every
