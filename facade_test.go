@@ -49,6 +49,17 @@ func TestTheZeroValuesAreRefused(t *testing.T) {
 	if l := redlock.LockFromContext(context.Background()); l != nil {
 		t.Errorf("LockFromContext of a context without a lock: %v, want nil", l)
 	}
+	// The zero values print as the engine's zero values do (their doc
+	// comments): a zero Lock is "not held", never "<nil>".
+	if s := fmt.Sprint(new(redlock.Lock)); !strings.Contains(s, "not held") {
+		t.Errorf("a zero Lock prints %q, want its state, not held", s)
+	}
+	if s := fmt.Sprint(new(redlock.Client)); !strings.Contains(s, "masters: 0") {
+		t.Errorf("a zero Client prints %q, want its masters: 0", s)
+	}
+	if s := fmt.Sprint((*redlock.Lock)(nil)); s != "<nil>" {
+		t.Errorf("a nil *Lock prints %q, want <nil>", s)
+	}
 }
 
 // TestEveryCallForwards takes, extends, fences, inspects, resumes and
@@ -116,6 +127,9 @@ func TestEveryCallForwards(t *testing.T) {
 		l := redlock.LockFromContext(ctx)
 		if l == nil {
 			return errors.New("no lock in Do's context")
+		}
+		if again := redlock.LockFromContext(ctx); again != l {
+			return fmt.Errorf("LockFromContext returned %p, then %p: one Do, two *Lock", l, again)
 		}
 		inside = l.Token()
 		_, err := l.Fence(ctx)

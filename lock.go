@@ -24,10 +24,14 @@ type Lock struct {
 	l *engine.Lock // nil: the zero Lock, held by nobody
 }
 
-// e is the engine's Lock; nil for a nil or zero Lock.
+// e is the engine's Lock: nil for a nil *Lock; for the zero Lock, a zero
+// one, held by nobody, which prints as one.
 func (l *Lock) e() *engine.Lock {
 	if l == nil {
 		return nil
+	}
+	if l.l == nil {
+		return new(engine.Lock)
 	}
 	return l.l
 }
@@ -214,5 +218,26 @@ func (l *Lock) Fence(ctx context.Context) (uint64, error) {
 //
 // Fence on the nil *Lock of a context without one returns ErrNotHeld.
 func LockFromContext(ctx context.Context) *Lock {
+	if ctx == nil {
+		return nil
+	}
+	if l, ok := ctx.Value(lockKey{}).(*Lock); ok {
+		return l
+	}
 	return wrap(engine.LockFromContext(ctx))
+}
+
+// lockKey is the context key under which Do's fn finds its public Lock:
+// one *Lock for the whole of fn, as LockFromContext returns it.
+type lockKey struct{}
+
+// withLock is fn, given a context that holds the public Lock of the
+// engine's lock in the context Do gives it; nil for nil (Do refuses it).
+func withLock(fn func(ctx context.Context) error) func(ctx context.Context) error {
+	if fn == nil {
+		return nil
+	}
+	return func(ctx context.Context) error {
+		return fn(context.WithValue(ctx, lockKey{}, wrap(engine.LockFromContext(ctx))))
+	}
 }

@@ -26,10 +26,14 @@ type Client struct {
 	c *engine.Client // nil: not made by New (every call returns ErrInvalidArgument)
 }
 
-// e is the engine's Client; nil for a Client not made by New.
+// e is the engine's Client: nil for a nil *Client; for a Client not made
+// by New, a zero one, which refuses every call and prints as one.
 func (c *Client) e() *engine.Client {
 	if c == nil {
 		return nil
+	}
+	if c.c == nil {
+		return new(engine.Client)
 	}
 	return c.c
 }
@@ -259,7 +263,7 @@ func (c *Client) Resume(ctx context.Context, key, token string, ttl time.Duratio
 // TTL. Nested Do or Lock calls for the same key from inside fn are not
 // re-entrant: pass the held lock's context down instead (see the README).
 func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(ctx context.Context) error) error {
-	return c.e().Do(ctx, key, ttl, fn)
+	return c.e().Do(ctx, key, ttl, withLock(fn))
 }
 
 // DoMulti is Do holding every key of keys, as one lock taken by LockMulti
@@ -267,7 +271,7 @@ func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(
 // with LockFromContext, for its fence (Lock.Fence: one fence above every
 // earlier fence of each key).
 func (c *Client) DoMulti(ctx context.Context, keys []string, ttl time.Duration, fn func(ctx context.Context) error) error {
-	return c.e().DoMulti(ctx, keys, ttl, fn)
+	return c.e().DoMulti(ctx, keys, ttl, withLock(fn))
 }
 
 // An Inspection is what the masters said of a key during one round of

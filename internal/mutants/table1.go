@@ -20,6 +20,22 @@ var table1 = []mutant{
 	},
 	// The public package forwards to internal/engine.
 	{
+		name:    "facade-lock-from-context-wraps-anew",
+		file:    "lock.go",
+		from:    "\tif l, ok := ctx.Value(lockKey{}).(*Lock); ok {\n\t\treturn l\n\t}\n",
+		to:      "",
+		killers: "TestEveryCallForwards",
+		pkg:     ".",
+	},
+	{
+		name:    "facade-zero-lock-prints-as-nil",
+		file:    "lock.go",
+		from:    "\tif l.l == nil {\n\t\treturn new(engine.Lock)\n\t}\n",
+		to:      "",
+		killers: "TestTheZeroValuesAreRefused",
+		pkg:     ".",
+	},
+	{
 		name:    "facade-wraps-a-nil-lock",
 		file:    "lock.go",
 		from:    "\tif l == nil {\n\t\treturn nil\n\t}\n\treturn &Lock{l: l}",
