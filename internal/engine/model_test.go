@@ -7,10 +7,10 @@ import (
 )
 
 // TestProtocolModel explores the protocol core (internal/core, the code
-// the rounds here decide with) in the model checker's two worlds, so
-// that the root package's mutants of the core meet it: no two holders'
-// validity windows overlap in any interleaving within its bounds. make
-// model explores deeper.
+// the rounds here decide with) in the model checker's worlds, so that
+// this package's mutants of the core meet it: no two holders' validity
+// windows overlap in any interleaving within its bounds, and the hand-off
+// world holds W1 and leaves no token behind. make model explores deeper.
 func TestProtocolModel(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the model explores millions of states: run it without -race (make model)")
@@ -24,4 +24,11 @@ func TestProtocolModel(t *testing.T) {
 			}
 		})
 	}
+	t.Run("hand-off", func(t *testing.T) {
+		r := model.CheckHandOff()
+		t.Logf("%v", r)
+		if r.Violation != "" {
+			t.Fatal(r)
+		}
+	})
 }

@@ -15,6 +15,11 @@
 // releases whenever, or never). One tick is 10 ms of a clock that
 // every party shares (a Client's and the masters' clocks agree: drift is
 // not modelled).
+//
+// A second, smaller world (handoff.go, CheckHandOff) drives the hand-off
+// to another Client's waiter: a holder's line of wants (core.Line) and a
+// waiter's count of notices (core.Expected), with withdrawals, late copies
+// and duplicated notices.
 package model
 
 import (

@@ -171,21 +171,22 @@ var table4 = []mutant{
 		killers: "TestAWaiterCountsHandOffsOnlyOnceItsHandedChannelIsConfirmed",
 	},
 	// The hand-off to other Clients' waiters in the protocol core (W1-W5,
-	// internal/core/doc.go).
+	// internal/core/doc.go), each caught by the model checker's hand-off
+	// world with a trace (the core's unit tests catch them too).
 	{
 		name:    "waiter-counts-notices-for-a-token-it-no-longer-waits-on",
 		file:    "internal/core/line.go",
 		from:    "	h := e.m[token]\n	delete(e.m, token)\n",
 		to:      "	h := e.m[token]\n",
-		killers: "TestExpectedCountsOnlyTokensItWaitsOn",
-		pkg:     "internal/core",
+		killers: "TestHandOffModel",
+		pkg:     "internal/model",
 	},
 	{
 		name:    "hand-off-to-a-withdrawn-want",
 		file:    "internal/core/line.go",
 		from:    "		if ttl > 0 && w.Token == token {\n",
 		to:      "		if w.Token == token {\n",
-		killers: "TestLineWithdrawnWantGetsNoHandOff",
-		pkg:     "internal/core",
+		killers: "TestHandOffModel",
+		pkg:     "internal/model",
 	},
 }
