@@ -143,3 +143,19 @@ func TestExtendVerdict(t *testing.T) {
 		}
 	}
 }
+
+// TestNeedsWitnesses (I4): an extension asks the masters that refused the
+// lock only when some did, and fewer than Witnessed(n) are known to hold
+// the key.
+func TestNeedsWitnesses(t *testing.T) {
+	for _, c := range []struct {
+		refused, known, n int
+		want              bool
+	}{
+		{0, 3, 5, false}, {2, 3, 5, true}, {1, 4, 5, false}, {1, 2, 3, true}, {3, 0, 3, true}, {0, 0, 3, false},
+	} {
+		if got := NeedsWitnesses(c.refused, c.known, c.n); got != c.want {
+			t.Errorf("NeedsWitnesses(%d, %d, %d) = %v, want %v", c.refused, c.known, c.n, got, c.want)
+		}
+	}
+}

@@ -26,7 +26,10 @@
 //     knew to be older is yet to report. Any majority that granted a live
 //     lock then shares two masters with the reports, so one of them is a
 //     witness unless two masters lost their data within the guard (one
-//     more than the default tolerates; strict tolerates a minority).
+//     more than the default tolerates; strict tolerates a minority). So an
+//     extension under the guard asks the masters that refused the lock for
+//     their reports while fewer than Witnessed(n) are known to hold it
+//     (NeedsWitnesses).
 //   - I5 (guard, end): a yes still held back when the round ends does not
 //     count.
 //   - I6 (extension): an extension round won before the lock's end moves

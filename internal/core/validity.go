@@ -24,6 +24,13 @@ func Quorum(n int) int { return n/2 + 1 }
 // young as each other.
 func Witnessed(n int) int { return min(n, n-Quorum(n)+2) }
 
+// NeedsWitnesses reports whether an extension round of a lock on n masters
+// must also ask the masters that refused the lock (refused of them) for
+// their memory's report, when known of the others are known to hold its
+// key with a memory they reported: under the guard, with fewer than
+// Witnessed(n) known, a young yes could not count without them (I4).
+func NeedsWitnesses(refused, known, n int) bool { return refused > 0 && known < Witnessed(n) }
+
 // Drift is the time a lock of the given ttl gives up for clock drift:
 // ttl·factor + 2 ms (Redlock spec, step 3). factor must be in [0, 1) and ttl
 // non-negative; the result is then in [ClockPrecision, ttl+ClockPrecision).

@@ -143,11 +143,10 @@ func (er *extendRound) on(ctx context.Context, n *node) (ballot, error) {
 }
 
 // needsWitnesses reports whether an extension round must also ask the
-// masters that refused the lock, for their memory's report: under the
-// guard, when fewer than core.Witnessed(n) masters are known to hold our
-// key (a yes that reported its memory), a young yes could not count
-// without them (I4). Such a master sets nothing: no token of ours is
-// there, and there is nothing to repair.
+// masters that refused the lock, for their memory's report (the core's
+// rule, core.NeedsWitnesses): known are the masters known to hold our key
+// (a yes that reported its memory). Such a master sets nothing: no token
+// of ours is there, and there is nothing to repair.
 func (l *Lock) needsWitnesses() bool {
 	refused, known := 0, 0
 	for _, h := range l.holds {
@@ -158,7 +157,7 @@ func (l *Lock) needsWitnesses() bool {
 			known++
 		}
 	}
-	return refused > 0 && known < core.Witnessed(len(l.holds))
+	return core.NeedsWitnesses(refused, known, len(l.holds))
 }
 
 // extended applies an extension round r, started at start for ttl, to the

@@ -138,9 +138,9 @@ var table1 = []mutant{
 	},
 	{
 		name:    "extend-asks-no-witness",
-		file:    "internal/engine/extend.go",
-		from:    "	return refused > 0 && known < core.Witnessed(len(l.holds))\n",
-		to:      "	return false\n",
+		file:    "internal/core/validity.go",
+		from:    "func NeedsWitnesses(refused, known, n int) bool { return refused > 0 && known < Witnessed(n) }",
+		to:      "func NeedsWitnesses(refused, known, n int) bool { return false }",
 		killers: "TestFreshDeploymentWithOneMasterDownTakesALock",
 	},
 	{
