@@ -1,7 +1,10 @@
 // Package wait is the waiting machinery below the lock logic: the per-key
 // FIFO of a Client's own waiters (Turns), which hands the turn, and a lock
-// with it, from one waiter to the next. It knows nothing of masters or
-// rounds.
+// with it, from one waiter to the next; the per-master subscriptions to
+// the keys' notices (Waker); the per-key view waiters act on (Watcher,
+// KeyWatch); and the wants other Clients' waiters announce, kept in the
+// protocol core's line (core.Line, core.Expected). It knows nothing of
+// rounds: it tells the engine what it heard.
 package wait
 
 import (
