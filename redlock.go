@@ -73,7 +73,10 @@ func (c *Client) e() *engine.Client {
 // a maxmemory-policy other than noeviction): New then returns an error
 // matching ErrEvictionPolicy that names the master and its policy, unless
 // WithEvictingMasters accepts the risk. An evicted lock key is a lost vote
-// that nothing can see.
+// that nothing can see. Only the masters New can see are checked: those
+// listed above; a client of another type (a wrapper around a
+// *redis.ClusterClient, say) is asked as one server, and INFO reaches
+// whichever master it sends it to.
 func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 	e, err := engine.New(nodes, opts...)
 	if err != nil {
