@@ -48,11 +48,11 @@ fuzz:
 	go test -run '^$$' -fuzz FuzzValidity -fuzztime $(FUZZTIME) ./internal/engine
 	go test -run '^$$' -fuzz FuzzParseNotice -fuzztime $(FUZZTIME) ./internal/engine
 
-## model: the model checker explores the protocol core's interleavings (internal/model); deeper: make model HORIZON=5; one world with restarts and Extend: make model WORLD=all
+## model: the model checker explores the protocol core's interleavings (internal/model; the hand-off world too); deeper: make model HORIZON=5; one world with restarts and Extend: make model WORLD=all
 HORIZON ?= 0
 WORLD ?=
 model:
-	go test -count=1 -timeout 0 -run 'TestModel' -v ./internal/model -args -model.horizon=$(HORIZON) -model.world=$(WORLD)
+	go test -count=1 -timeout 0 -run 'TestModel|TestHandOffModel' -v ./internal/model -args -model.horizon=$(HORIZON) -model.world=$(WORLD)
 
 ## mutants: deliberate bugs, one at a time; each must make the tests named for it fail
 mutants:
