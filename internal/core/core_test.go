@@ -159,3 +159,20 @@ func TestNeedsWitnesses(t *testing.T) {
 		}
 	}
 }
+
+// TestReleased (I7): an Unlock proves the lock held to its end only with a
+// round won and decided before the end.
+func TestReleased(t *testing.T) {
+	end := t0.Add(time.Second)
+	for _, c := range []struct {
+		won     bool
+		decided time.Time
+		want    bool
+	}{
+		{true, t0, true}, {false, t0, false}, {true, end, false}, {true, end.Add(time.Millisecond), false},
+	} {
+		if got := Released(c.won, c.decided, end); got != c.want {
+			t.Errorf("Released(%v, %v, end) = %v, want %v", c.won, c.decided.Sub(end), got, c.want)
+		}
+	}
+}

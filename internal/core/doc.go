@@ -38,6 +38,11 @@
 //     lock's end, whose keys may have expired and been taken meanwhile.
 //     The masters never shorten a key (internal/script/lua/extend.lua), so
 //     the keys of the majority outlive the new end.
+//   - I7 (release): Unlock reports the lock held to its end only when a
+//     majority deleted its token, or a hand-off replaced it, in a round
+//     decided before the lock's end (Released): after the end, the keys
+//     may have expired and been taken meanwhile, and the caller cannot be
+//     sure it held the lock alone.
 //
 // A hand-off to another Client's waiter (Line, the holder's; Expected, the
 // waiter's Client's) keeps these:

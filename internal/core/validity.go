@@ -90,6 +90,10 @@ const (
 	Lost                           // no majority holds the token, or the round ended after the lock
 )
 
+// Released reports whether an Unlock's round (a release, or a hand-off)
+// proves the lock was held to its end: won, and decided before until (I7).
+func Released(won bool, decided, until time.Time) bool { return won && decided.Before(until) }
+
 // Extend decides an extension round of a lock valid until until, over n
 // masters: started at start, decided at decided, won or not (I1), with
 // refused masters saying the token is gone. Won before until with

@@ -912,3 +912,24 @@ func TestPitfall10_OneMasterLosingItsKeysDoesNotAdmitASecondHolder(t *testing.T)
 		t.Fatalf("New with a repeated master: %v", err)
 	}
 }
+
+// TestUnlockAfterTheValidityEndedIsNotHeld (I7): an Unlock whose release
+// round is decided after the lock's validity ended reports ErrNotHeld,
+// though every key was still there to delete: the caller cannot be sure
+// it held the lock alone to its end.
+func TestUnlockAfterTheValidityEndedIsNotHeld(t *testing.T) {
+	m := newMinis(t, 5, nil)
+	c := m.client(WithDriftFactor(0.5)) // the validity ends halfway through the keys' TTL
+	l := mustLock(t, c, "k", scaled(2*time.Second))
+	<-l.Done()
+	if n := m.count("k", l.token); n < 3 {
+		t.Fatalf("the keys expired with the validity (%d left): the test needs them to outlive it", n)
+	}
+	if err := l.Unlock(bg); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("Unlock after the validity ended: %v, want ErrNotHeld", err)
+	}
+	settle(c)
+	if n := m.count("k", ""); n != 5 {
+		t.Fatalf("Unlock left keys: %q", m.values("k"))
+	}
+}

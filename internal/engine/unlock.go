@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/redlock-go/redlock/internal/core"
 	"github.com/redlock-go/redlock/internal/master"
 	"github.com/redlock-go/redlock/internal/script"
 )
@@ -102,7 +103,7 @@ func (l *Lock) unlock(ctx context.Context) (handedTo recipient, err error) {
 			if to.local == nil {
 				u.pass() // the lock went to another Client: the turn stays here
 			}
-			if ho.decided.Before(u.until) {
+			if core.Released(true, ho.decided, u.until) {
 				return to, nil
 			}
 			return to, fmt.Errorf("%w: %q: handed to the next waiter after the validity ended", ErrNotHeld, l.key)
@@ -115,7 +116,7 @@ func (l *Lock) unlock(ctx context.Context) (handedTo recipient, err error) {
 	defer u.pass() // the next local waiter tries once the deletes are decided
 	r := l.release(ctx, u.ttl, lost)
 	l.endBy(r.decided)
-	if r.won() && r.decided.Before(u.until) {
+	if core.Released(r.won(), r.decided, u.until) {
 		return recipient{}, nil
 	}
 	return recipient{}, r.error(ErrNotHeld)

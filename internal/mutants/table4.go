@@ -189,4 +189,11 @@ var table4 = []mutant{
 		killers: "TestHandOffModel",
 		pkg:     "internal/model",
 	},
+	{
+		name:    "core-unlock-after-the-end-is-released",
+		file:    "internal/core/validity.go",
+		from:    "func Released(won bool, decided, until time.Time) bool { return won && decided.Before(until) }",
+		to:      "func Released(won bool, decided, until time.Time) bool { return won }",
+		killers: "TestUnlockAfterTheValidityEndedIsNotHeld",
+	},
 }
