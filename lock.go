@@ -17,9 +17,11 @@ import (
 // use. Its methods do not panic on a nil or zero *Lock: Extend and Unlock
 // report ErrNotHeld, Done is closed, and Key, Token and Until are empty.
 //
-// A Lock prints (fmt, with any verb; log/slog, with any handler) as its
+// A *Lock prints (fmt, with any verb; log/slog, with any handler) as its
 // key or keys, its number of masters, its Until and its state, never its
-// token: Token is the only way to the token.
+// token: Token is the only way to the token. Print the pointer: fmt
+// cannot reach the methods of a Lock value's fields, and %s or %q of a
+// Lock value show them.
 type Lock struct {
 	l *engine.Lock // nil: the zero Lock, held by nobody
 }
