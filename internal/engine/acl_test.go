@@ -291,7 +291,7 @@ func TestMinimalACLOnClusterVotes(t *testing.T) {
 	}, func() {
 		within(t, scaled(5*time.Second), "the waiter's subscriptions", func() bool {
 			for v := range clusters {
-				for shardSubscribers(t, clusters, v, shardOf(script.HashSlot("lk:a"), 3), "lk:a") == 0 {
+				for shardSubscribers(t, clusters, v, redistest.ShardOf(script.HashSlot("lk:a"), 3), "lk:a") == 0 {
 					time.Sleep(time.Millisecond) // no signal for another client's SSUBSCRIBE
 				}
 			}

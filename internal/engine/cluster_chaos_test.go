@@ -71,7 +71,7 @@ func TestClusterAndSentinelVotesUnderRandomFaults(t *testing.T) {
 		cl := redistest.StartCluster(t, shards)
 		cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), Dialer: proxied(cl.Masters...)})
 		t.Cleanup(func() { _ = cc.Close() })
-		votes = append(votes, chaosVote{cl.Masters, func(key string) *redistest.Server { return cl.Masters[shardOf(script.HashSlot(key), shards)] }})
+		votes = append(votes, chaosVote{cl.Masters, func(key string) *redistest.Server { return cl.Masters[redistest.ShardOf(script.HashSlot(key), shards)] }})
 		nodes = append(nodes, cc)
 	}
 	// The third vote is a master with a replica, managed by a sentinel

@@ -31,17 +31,6 @@ func clusterVotes(t *testing.T, n, shards int) ([]*redistest.Cluster, []redis.Un
 	return clusters, nodes
 }
 
-// shardOf is which of shards equal slot ranges (redistest.StartCluster's)
-// serves slot.
-func shardOf(slot, shards int) int {
-	for i := range shards {
-		if slot <= (i+1)*16384/shards-1 {
-			return i
-		}
-	}
-	return shards - 1
-}
-
 // Three votes, each a 3-shard Redis Cluster, and keys whose notice
 // channels hash to another shard than the keys: a PUBLISH run in a script
 // counts only the subscribers of the script's shard, though every node
@@ -145,7 +134,7 @@ func slotMigrates(t *testing.T, cl *redistest.Cluster, nodes []redis.UniversalCl
 	}
 	settle(c)
 	slot := script.HashSlot(key)
-	to := (shardOf(slot, shards) + 1) % shards
+	to := (redistest.ShardOf(slot, shards) + 1) % shards
 	cl.MigrateSlot(slot, to)
 	moved := cl.Masters[to].Client(nil)
 	defer moved.Close()
@@ -197,7 +186,7 @@ func shardFails(t *testing.T, cl *redistest.Cluster, nodes []redis.UniversalClie
 		}
 	}
 	l := mustLock(t, c, key, time.Minute)
-	cl.Masters[shardOf(script.HashSlot(key), shards)].Kill()
+	cl.Masters[redistest.ShardOf(script.HashSlot(key), shards)].Kill()
 	if err := l.Extend(bg, time.Minute); err != nil {
 		t.Fatalf("Extend with the key's shard dead in one vote: %v", err)
 	}
@@ -220,7 +209,7 @@ func keysOffTheirChannelsShard(t *testing.T, shards, n int) []string {
 	var out []string
 	for i := 0; len(out) < n && i < 1000; i++ {
 		k := fmt.Sprintf("k%d", i)
-		if shardOf(script.HashSlot(k), shards) != shardOf(script.HashSlot(script.NoticeChannel(k)), shards) {
+		if redistest.ShardOf(script.HashSlot(k), shards) != redistest.ShardOf(script.HashSlot(script.NoticeChannel(k)), shards) {
 			out = append(out, k)
 		}
 	}
@@ -430,7 +419,7 @@ func shardNotices(t *testing.T, clusters []*redistest.Cluster, nodes []redis.Uni
 		}
 		got <- err
 	}()
-	home := shardOf(script.HashSlot(key), shards)
+	home := redistest.ShardOf(script.HashSlot(key), shards)
 	awaitSubscribed := func(vote, master int) {
 		t.Helper()
 		deadline := time.Now().Add(scaled(5 * time.Second))
@@ -499,7 +488,7 @@ func shardReconnect(t *testing.T, clusters []*redistest.Cluster, nodes []redis.U
 	var keys []string
 	for i := 0; len(keys) < 2; i++ {
 		k := fmt.Sprintf("rc%d", i)
-		if shardOf(script.HashSlot(k), shards) == 0 && (len(keys) == 0 || script.HashSlot(k) != script.HashSlot(keys[0])) {
+		if redistest.ShardOf(script.HashSlot(k), shards) == 0 && (len(keys) == 0 || script.HashSlot(k) != script.HashSlot(keys[0])) {
 			keys = append(keys, k)
 		}
 	}

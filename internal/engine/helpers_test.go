@@ -237,19 +237,11 @@ func mustLock(t *testing.T, c *Client, key string, ttl time.Duration) *Lock {
 	return l
 }
 
-// within runs f and fails the test if it has not returned after limit,
-// instead of letting a wrong implementation hang the suite.
+// within runs f and fails the test if it has not returned after limit
+// (redistest.Within).
 func within[T any](t *testing.T, limit time.Duration, what string, f func() T) T {
 	t.Helper()
-	done := make(chan T, 1)
-	go func() { done <- f() }()
-	select {
-	case v := <-done:
-		return v
-	case <-time.After(limit):
-		t.Fatalf("%s did not return within %v", what, limit)
-		panic("unreachable")
-	}
+	return redistest.Within(t, limit, what, f)
 }
 
 type lockResult struct {

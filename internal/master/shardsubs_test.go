@@ -11,31 +11,6 @@ import (
 
 var bg = context.Background()
 
-// shardOf is which of shards equal slot ranges (redistest.StartCluster's)
-// serves slot.
-func shardOf(slot, shards int) int {
-	for i := range shards {
-		if slot <= (i+1)*16384/shards-1 {
-			return i
-		}
-	}
-	return shards - 1
-}
-
-// within runs f and fails the test if it has not returned after limit.
-func within[T any](t *testing.T, limit time.Duration, what string, f func() T) T {
-	t.Helper()
-	done := make(chan T, 1)
-	go func() { done <- f() }()
-	select {
-	case v := <-done:
-		return v
-	case <-time.After(limit):
-		t.Fatalf("%s did not return within %v", what, limit)
-		panic("unreachable")
-	}
-}
-
 // TestShardSubsUnsubscribeThenSubscribe: a channel unsubscribed and at once
 // subscribed again stays subscribed: the reply to the unsubscribe, which
 // comes after, is the Client's own, not a slot that moved.
@@ -77,7 +52,7 @@ func TestShardSubsUnsubscribeThenSubscribe(t *testing.T) {
 	if !confirmed {
 		t.Fatal("the subscription is not recorded as confirmed")
 	}
-	master := cl.Masters[shardOf(script.HashSlot(a), 3)].Client(nil)
+	master := cl.Masters[redistest.ShardOf(script.HashSlot(a), 3)].Client(nil)
 	defer master.Close()
 	if v, err := master.Do(bg, "PUBSUB", "SHARDNUMSUB", a).Slice(); err != nil || len(v) != 2 || v[1] != int64(1) {
 		t.Fatalf("PUBSUB SHARDNUMSUB %s = %v (%v), want 1", a, v, err)
@@ -97,7 +72,7 @@ func TestShardSubsOnAStaleView(t *testing.T) {
 	}
 	ch := script.ShardedChannel("stale")
 	slot := script.HashSlot(ch)
-	home := shardOf(slot, 3)
+	home := redistest.ShardOf(slot, 3)
 	cl.MigrateSlot(slot, (home+1)%3)
 	s := newShardSubs(cc)
 	go s.Run(func(SubEvent) {})
@@ -107,7 +82,7 @@ func TestShardSubsOnAStaleView(t *testing.T) {
 	}
 	owner := cl.Masters[(home+1)%3].Client(nil)
 	defer owner.Close()
-	within(t, redistest.Scaled(10*time.Second), "the subscription on the slot's master", func() bool {
+	redistest.Within(t, redistest.Scaled(10*time.Second), "the subscription on the slot's master", func() bool {
 		for {
 			v, err := owner.Do(bg, "PUBSUB", "SHARDNUMSUB", ch).Slice()
 			if err == nil && len(v) == 2 && v[1] == int64(1) {

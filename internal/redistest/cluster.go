@@ -164,3 +164,14 @@ func (c *Cluster) MigrateSlot(slot int, to int) {
 		}
 	}
 }
+
+// ShardOf is which of shards equal slot ranges (StartCluster's) serves
+// slot.
+func ShardOf(slot, shards int) int {
+	for i := range shards {
+		if slot <= (i+1)*16384/shards-1 {
+			return i
+		}
+	}
+	return shards - 1
+}

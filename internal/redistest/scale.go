@@ -3,6 +3,7 @@ package redistest
 import (
 	"os"
 	"strconv"
+	"testing"
 	"time"
 )
 
@@ -22,3 +23,18 @@ var TimeScale = func() float64 {
 
 // Scaled returns d stretched by TimeScale.
 func Scaled(d time.Duration) time.Duration { return time.Duration(float64(d) * TimeScale) }
+
+// Within runs f and fails the test if it has not returned after limit,
+// instead of letting a wrong implementation hang the suite.
+func Within[T any](t testing.TB, limit time.Duration, what string, f func() T) T {
+	t.Helper()
+	done := make(chan T, 1)
+	go func() { done <- f() }()
+	select {
+	case v := <-done:
+		return v
+	case <-time.After(limit):
+		t.Fatalf("%s did not return within %v", what, limit)
+		panic("unreachable")
+	}
+}
