@@ -199,9 +199,9 @@ const subscriptionCheck = 1500 * time.Millisecond
 // leaves it half-open: a blocked read hears nothing, for as long as TCP
 // keep-alive takes (30 s by go-redis's default; never without it), and the
 // Client's notices from that master with it. The PING draws the reset that
-// ends the read, and go-redis reconnects and subscribes again (an adversary
-// found the waiters of such a Client deaf for 30 s without this check,
-// against 2.5 s with go-redis's own health check, which pings alike).
+// ends the read, and go-redis reconnects and subscribes again: the
+// Client's waiters are deaf for a few seconds at most, as with go-redis's
+// own health check, which pings alike.
 func (s goRedisSub) check(ctx context.Context, heard *atomic.Bool) {
 	t := time.NewTicker(subscriptionCheck)
 	defer t.Stop()

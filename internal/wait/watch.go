@@ -135,9 +135,8 @@ func (h *Watcher) ReleasesSince() (<-chan struct{}, int) {
 // the key and gaps its subscription had. A waiter that subscribes after
 // its failed attempt counts from its watch, not from when it looks: its
 // subscription may become active (a gap) or hear a release before it
-// would have asked, and that wake may be the only one it gets (an
-// adversary's burst test, and the LockMulti trials: waiters slept their
-// whole backoff with the key free).
+// would have asked, and that wake may be the only one it gets: counted
+// from later, the waiter would sleep its whole backoff with the key free.
 func (h *Watcher) SinceTaken() (events <-chan struct{}, releases, gaps int) {
 	if h == nil {
 		return nil, 0, 0
@@ -264,8 +263,8 @@ func (h *Watcher) StoodDown() {
 // nobody took the key since, it wakes the watchers again: a release reaches
 // the nodes one by one, and a waiter that tried on the first one's notice
 // may have lost to the nodes it had not reached yet; this node's notice
-// says it has now (an adversary review found waiters asleep for their
-// longest backoff with the key free).
+// says it has now, so no waiter sleeps its longest backoff with the key
+// free.
 func (kw *KeyWatch) event(e event, foreign bool, token string) {
 	switch e {
 	case Released:
