@@ -87,9 +87,10 @@ func marked(s *state) {
 	}
 }
 
-// acquire is lua/acquire.lua on master m at s.now.
+// acquire is lua/acquire.lua on master m at s.now. A master whose clock
+// runs fast (cfg.Fast) counts the key's TTL out early.
 func acquire(cfg Config, s *state, m int, token int8) (yes bool, age int8) {
-	yes, age = s.m[m].Acquire(s.now, token, int8(cfg.TTL), cfg.Guard > 0)
+	yes, age = s.m[m].Acquire(s.now, token, int8(cfg.TTL-cfg.Fast), cfg.Guard > 0)
 	if age >= 0 {
 		marked(s)
 	}
@@ -98,7 +99,7 @@ func acquire(cfg Config, s *state, m int, token int8) (yes bool, age int8) {
 
 // extendMaster is lua/extend.lua on master m at s.now.
 func extendMaster(cfg Config, s *state, m int, token, ttl int8) (yes bool, age int8) {
-	yes, age = s.m[m].Extend(s.now, token, ttl, cfg.Guard > 0)
+	yes, age = s.m[m].Extend(s.now, token, ttl-int8(cfg.Fast), cfg.Guard > 0)
 	if age >= 0 {
 		marked(s)
 	}

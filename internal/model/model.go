@@ -5,16 +5,21 @@
 // value, expiry, memory marker), and explores every interleaving of a small
 // world breadth-first, up to a bound, with state hashing, as TLC and
 // stateright do. At every state it checks that no two holders' validity
-// windows overlap. A violation comes back as the shortest trace that
-// reaches it, in readable steps.
+// windows overlap, and more (below). A violation comes back as the
+// shortest trace that reaches it, in readable steps.
 //
 // The world: three masters and two Clients, each making Attempts
 // acquisitions of one key and releasing what it took; requests and replies
-// delayed (time passes between any two steps), reordered and lost; masters
-// restarted without their data; a holder paused past its validity (it
-// releases whenever, or never). One tick is 10 ms of a clock that
-// every party shares (a Client's and the masters' clocks agree: drift is
-// not modelled).
+// delayed (time passes between any two steps), reordered and lost; a
+// request a driver runs twice, the second time after the round decided
+// (go-redis's re-send after a network error); masters restarted without
+// their data; a holder paused past its validity (it releases whenever, or
+// never); masters whose clocks run fast, within the drift the Clients
+// allow. One tick is 10 ms. At every state the checker holds (checks.go):
+// no two holders' validity windows overlap; a key holds nothing or a live
+// Client's token (but where Redlock leaves it: a lost release); after an
+// Unlock that returned nil, none of its tokens is on a master its release
+// reached.
 //
 // A second, smaller world (handoff.go, CheckHandOff) drives the hand-off
 // to another Client's waiter: a holder's line of wants (core.Line) and a
@@ -49,22 +54,46 @@ type Config struct {
 	Losses      int  // requests or replies lost, at most
 	Unreached   int  // masters New's check did not reach, at most, in all
 	Extends     int  // extensions per lock of client 0, each to a TTL of TTL/2 or 2·TTL
+	Resends     int  // requests a driver runs twice, at most (resend.go)
+	Fast        int  // every master's clock runs fast: its keys expire this many ticks early
 	MaxStates   int  // stop after this many states (0: no limit)
+
+	Drift float64 // the Clients' drift factor (core.Drift)
 }
 
-// DefaultConfig is the world of the restart guard CI explores (18.6
+// DefaultConfig is the world of the restart guard CI explores (18.9
 // million states): restarts, masters New does not reach, lost replies.
 func DefaultConfig() Config {
-	return Config{TTL: 4, NodeTimeout: 1, Guard: 8, Slack: 1, Horizon: 4, Attempts: 1, Restarts: 1, Losses: 1, Unreached: 2, MaxStates: 30_000_000}
+	return Config{TTL: 4, NodeTimeout: 1, Guard: 8, Slack: 1, Horizon: 4, Attempts: 1, Restarts: 1, Losses: 1, Unreached: 2, MaxStates: 30_000_000, Drift: 0.01}
 }
 
-// ExtendConfig is the world of Extend CI explores (4.7 million states):
+// ExtendConfig is the world of Extend CI explores (4.9 million states):
 // client 0 extends its lock once, shorter or longer, under lost replies,
-// without restarts. Both worlds together, with Unreached 0, are 29 million
-// states (make model WORLD=all).
+// without restarts. make model WORLD=all explores it with the guard's
+// world at once.
 func ExtendConfig() Config {
 	c := DefaultConfig()
 	c.Extends, c.Restarts, c.Unreached = 1, 0, 0
+	return c
+}
+
+// ResendConfig is the world of a driver's re-sends CI explores (4.9
+// million states): any one request run twice, the second time after the
+// round decided, the lock extended or released; without the guard (a
+// fresh deployment's rounds would wait for every master) and restarts.
+func ResendConfig() Config {
+	c := ExtendConfig()
+	c.Guard, c.Losses, c.Resends = 0, 0, 1
+	return c
+}
+
+// DriftConfig is the world of clock drift CI explores (3.7 million
+// states): every master's clock runs fast, so that a key lives a tick
+// (10 ms) less than its TTL, within the drift the Clients allow (a factor
+// of 0.2: 10 ms of a 40 ms TTL); no restarts.
+func DriftConfig() Config {
+	c := DefaultConfig()
+	c.Drift, c.Fast, c.Restarts = 0.2, 1, 0
 	return c
 }
 
@@ -123,7 +152,9 @@ type state struct {
 	restarts  int8
 	losses    int8
 	unreached int8
+	resends   int8
 	m         [nMasters]Master
+	g         [nMasters]ghost
 	c         [nClients]client
 }
 
@@ -228,6 +259,9 @@ func canon(cfg Config, s *state) (perm [nMasters]int) {
 		if s.m[i].Val != 0 && s.m[i].Exp <= s.now {
 			s.m[i].Val, s.m[i].Exp = 0, 0
 		}
+		if s.g[i].left != s.m[i].Val {
+			s.g[i].left = 0 // the leftover expired
+		}
 	}
 	for i := range s.c {
 		c := &s.c[i]
@@ -259,14 +293,14 @@ var identity = [nMasters]int{0, 1, 2}
 // interchangeable, so states that differ only in their numbering are one
 // (symmetry reduction, as TLC's SYMMETRY).
 func symmetric(s *state) [nMasters]int {
-	const width = 3 + nClients*5
+	const width = 5 + nClients*5
 	var keys [nMasters][width]int8
 	for i := range s.m {
 		k := &keys[i]
-		k[0], k[1], k[2] = s.m[i].Val, s.m[i].Exp, s.m[i].Born
+		k[0], k[1], k[2], k[3], k[4] = s.m[i].Val, s.m[i].Exp, s.m[i].Born, s.g[i].left, s.g[i].gone
 		for ci := range s.c {
 			c := &s.c[ci]
-			o := 3 + ci*5
+			o := 5 + ci*5
 			k[o], k[o+1], k[o+2] = c.known[i], c.net[i], -1
 			for v := range c.votes[:c.nvotes] {
 				if int(c.votes[v].node) == i {
@@ -286,7 +320,7 @@ func symmetric(s *state) [nMasters]int {
 	}
 	old := *s
 	for j, i := range perm {
-		s.m[j] = old.m[i]
+		s.m[j], s.g[j] = old.m[i], old.g[i]
 		for ci := range s.c {
 			s.c[ci].known[j], s.c[ci].net[j] = old.c[ci].known[i], old.c[ci].net[i]
 		}
@@ -305,19 +339,6 @@ func boolInt8(b bool) int8 {
 		return 1
 	}
 	return 0
-}
-
-// violation returns the safety property s breaks, or "".
-func violation(_ Config, s state) string {
-	for i := range s.c {
-		for j := i + 1; j < len(s.c); j++ {
-			a, b := &s.c[i], &s.c[j]
-			if a.phase == holding && b.phase == holding && s.now < a.until && s.now < b.until {
-				return fmt.Sprintf("two holders at tick %d: client %d until %d, client %d until %d", s.now, i, a.until, j, b.until)
-			}
-		}
-	}
-	return ""
 }
 
 // A tick is 10 ms: the drift allowance's fixed 2 ms then leaves a TTL of a

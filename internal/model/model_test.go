@@ -2,6 +2,7 @@ package model
 
 import (
 	"flag"
+	"strings"
 	"testing"
 )
 
@@ -11,14 +12,16 @@ var (
 	world  = flag.String("model.world", "", `"all": one world with restarts and Extend (29 million states)`)
 )
 
-// TestModel explores the guard's world and Extend's (or, with
-// -model.world=all, both at once), deeper with -model.horizon, and fails
-// with the shortest trace to any two holders at once.
+// TestModel explores the guard's world, Extend's, a driver's re-sends'
+// and clock drift's (or, with -model.world=all, the guard's and Extend's
+// at once), deeper with -model.horizon, and fails with the shortest trace
+// to any two holders at once, a token nobody holds left on a master, or a
+// token left where an Unlock that returned nil released it.
 func TestModel(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the model explores millions of states: run it without -race (make model)")
 	}
-	worlds := map[string]Config{"guard": DefaultConfig(), "extend": ExtendConfig()}
+	worlds := map[string]Config{"guard": DefaultConfig(), "extend": ExtendConfig(), "resend": ResendConfig(), "drift": DriftConfig()}
 	if *world == "all" {
 		worlds = map[string]Config{"all": AllConfig()}
 	}
@@ -65,5 +68,43 @@ func TestModelFindsTheRestartWithoutTheGuard(t *testing.T) {
 	t.Logf("%v", r)
 	if r.Violation == "" {
 		t.Fatal("no violation found without the guard: the checker cannot see a restart")
+	}
+}
+
+// The positive control of the third property: a release that does not
+// wait for its acquire's reply lets a driver's re-send of that acquire put
+// the token back after an Unlock returned nil, and the checker says how.
+func TestModelFindsAReleaseThatOvertakesItsAcquire(t *testing.T) {
+	releaseEarly = true
+	defer func() { releaseEarly = false }()
+	r := Check(ResendConfig())
+	t.Logf("%v", r)
+	if !strings.Contains(r.Violation, "whose Unlock returned nil") {
+		t.Fatal("no token found where an Unlock released it: the checker cannot see a re-send")
+	}
+}
+
+// The positive control of the second property: a Client that loses a
+// round and leaves its keys leaves a token nobody holds.
+func TestModelFindsALostRoundsKeysLeft(t *testing.T) {
+	lostRoundKept = true
+	defer func() { lostRoundKept = false }()
+	r := Check(ResendConfig())
+	t.Logf("%v", r)
+	if !strings.Contains(r.Violation, "no live holder has") {
+		t.Fatal("no token left behind found: the checker cannot see a key nobody holds")
+	}
+}
+
+// The positive control of the drift world: masters whose clocks run fast
+// beyond the drift the Clients allow (two ticks of a four-tick TTL, 20 ms
+// against 10 ms) let a second holder in, and the checker says how.
+func TestModelFindsAClockFasterThanTheDriftAllows(t *testing.T) {
+	cfg := DriftConfig()
+	cfg.Fast, cfg.Guard, cfg.Unreached = 2, 0, 0
+	r := Check(cfg)
+	t.Logf("%v", r)
+	if !strings.Contains(r.Violation, "two holders") {
+		t.Fatal("no second holder found: the checker cannot see clock drift")
 	}
 }

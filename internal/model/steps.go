@@ -52,6 +52,8 @@ func (a action) describe(cfg Config, s state, names [nMasters]int) string {
 		return prefix + fmt.Sprintf("client %d starts extending to a TTL of %d (its lock valid until %d)", c, m, s.c[c].until)
 	case aExtendDeadline:
 		return prefix + fmt.Sprintf("client %d's extension round reaches its deadline", c)
+	case aResend:
+		return prefix + fmt.Sprintf("master %d runs client %d's request, whose reply is lost: the driver sends it again", name, c)
 	case aAcquire, aAcquireReplyLost:
 		if s.c[c].net[m] == extendReq {
 			n := s
@@ -167,13 +169,13 @@ func holdingSteps(cfg Config, s *state, ci int, emit func(action, state)) {
 		emit(action{kind: aExtendDeadline, client: int8(ci)}, n)
 	}
 	n := *s
-	release(&n, ci, -1)
+	release(&n, ci, -1, true)
 	emit(action{kind: aUnlock, client: int8(ci)}, n)
 	for m := range s.m {
 		if int(s.losses) < cfg.Losses && s.m[m].Val == c.token(ci) {
 			n := *s
 			n.losses++
-			release(&n, ci, m)
+			release(&n, ci, m, true)
 			emit(action{kind: aUnlockLost, client: int8(ci), master: int8(m)}, n)
 		}
 	}
@@ -190,6 +192,12 @@ func deliverSteps(cfg Config, s *state, ci int, emit func(action, state)) {
 		n := *s
 		deliver(cfg, &n, ci, m, false)
 		emit(action{kind: aAcquire, client: int8(ci), master: int8(m)}, n)
+		if int(s.resends) < cfg.Resends {
+			n := *s
+			n.resends++
+			rerun(cfg, &n, ci, m)
+			emit(action{kind: aResend, client: int8(ci), master: int8(m)}, n)
+		}
 		if int(s.losses) < cfg.Losses && (c.phase == acquiring || in == extendReq && c.phase == holding && c.extOn) {
 			n := *s
 			n.losses++
@@ -242,11 +250,6 @@ func deliver(cfg Config, s *state, ci, m int, replyLost bool) {
 	} // holding: the key is the lock's, released with it
 }
 
-// unset is lua/release.lua on master m for client ci's token.
-func unset(s *state, ci, m int) {
-	s.m[m].Release(s.now, s.c[ci].token(ci))
-}
-
 // newClient is New's guard check (lua/guard_check.lua) on the masters in
 // the bit set reached (the others do not answer in time): it makes a
 // missing marker, and the Client learns each memory's age.
@@ -285,7 +288,7 @@ func decideExtend(cfg Config, s *state, ci int, deadline bool) {
 		return
 	}
 	t.End()
-	until, _ := core.Extend(at(c.until), t.Won(), refused, nMasters, at(c.start), at(s.now), tick(int(c.ext)), 0.01)
+	until, _ := core.Extend(at(c.until), t.Won(), refused, nMasters, at(c.start), at(s.now), tick(int(c.ext)), cfg.Drift)
 	c.until = int8(until.Sub(at(0)) / tickLen)
 	c.extOn, c.start, c.nvotes, c.votes = false, 0, 0, [nMasters]vote{}
 }
@@ -346,31 +349,12 @@ func decide(cfg Config, s *state, ci int, deadline bool) {
 	}
 	t.End()
 	decided := s.now
-	if until, ok := core.Lease(t.Won(), at(c.start), at(decided), tick(cfg.TTL), 0.01); ok {
+	if until, ok := core.Lease(t.Won(), at(c.start), at(decided), tick(cfg.TTL), cfg.Drift); ok {
 		c.phase = holding
 		c.until = int8(until.Sub(at(0)) / tickLen) // rounds down: a window no longer than the core's
 		return
 	}
-	release(s, ci, -1)
-}
-
-// release releases client ci's key on every master (Redlock spec, step 4)
-// but lost (-1: none), in one step: the holder's window is over, and no
-// other Client can tell the releases' order apart from their effects on
-// its own attempts, which each interleaving of those attempts covers. A
-// request still in flight is followed by its release once it ran.
-func release(s *state, ci, lost int) {
-	c := &s.c[ci]
-	for m := range s.m {
-		if m != lost {
-			unset(s, ci, m)
-		}
-	}
-	if c.net == [nMasters]int8{} {
-		c.phase, c.attempt = idle, c.attempt+1
-		return
-	}
-	c.phase = releasing
+	release(s, ci, -1, false)
 }
 
 // The kinds of action.
@@ -385,4 +369,5 @@ const (
 	aAcquireReplyLost
 	aExtend         // a holder starts an extension round to TTL master (reused as the TTL)
 	aExtendDeadline // its round reaches its deadline
+	aResend         // a driver runs a request in flight, loses its reply, and sends it again
 )

@@ -1,0 +1,76 @@
+// Releases, and a driver's re-sends.
+
+package model
+
+import "github.com/redlock-go/redlock/internal/core"
+
+// releaseEarly, set by a test, makes a release go out to a master whose
+// acquire is still in flight, as if it did not wait for the acquire's
+// reply: the positive control of the check that an Unlock which returned
+// nil leaves none of its tokens behind (TestModelFindsAReleaseThatOvertakesItsAcquire).
+var releaseEarly = false
+
+// lostRoundKept, set by a test, makes a Client that lost a round leave its
+// keys where it set them: the positive control of the check that a key
+// holds nothing or a live holder's token (TestModelFindsALostRoundsKeysLeft).
+var lostRoundKept = false
+
+// release releases client ci's key (Redlock spec, step 4) on every master
+// but lost (-1: none) and those whose acquire is still in flight, in one
+// step: the holder's window is over, and no other Client can tell the
+// releases' order apart from their effects on its own attempts, which each
+// interleaving of those attempts covers. As the engine's, a release to a
+// master waits for the reply of the acquire sent there (a driver may run
+// it again until then), and follows it once it comes (deliver). unlock:
+// this is Unlock's release, whose verdict is core.Released's; when it
+// returns nil, the checker remembers the token on the masters the release
+// reached (ghost.gone).
+func release(s *state, ci, lost int, unlock bool) {
+	c := &s.c[ci]
+	var reached [nMasters]bool
+	deleted := 0
+	for m := range s.m {
+		if m == lost || c.net[m] == acquireReq && !releaseEarly {
+			continue
+		}
+		reached[m] = true
+		if !unlock && lostRoundKept {
+			continue
+		}
+		if s.m[m].Release(s.now, c.token(ci)) {
+			deleted++
+		}
+	}
+	if lost >= 0 && s.m[lost].Val == c.token(ci) {
+		s.g[lost].left = c.token(ci) // Redlock leaves it to its TTL
+	}
+	if unlock && c.phase == holding && core.Released(deleted >= core.Quorum(nMasters), at(s.now), at(c.until)) {
+		for m, r := range reached {
+			if r {
+				s.g[m].gone = c.token(ci)
+			}
+		}
+	}
+	if c.net == [nMasters]int8{} {
+		c.phase, c.attempt = idle, c.attempt+1
+		return
+	}
+	c.phase = releasing
+}
+
+// unset is lua/release.lua on master m for client ci's token.
+func unset(s *state, ci, m int) {
+	s.m[m].Release(s.now, s.c[ci].token(ci))
+}
+
+// rerun is a driver's re-send (go-redis's MaxRetries): master m runs
+// client ci's request in flight, the reply is lost to a network error,
+// and the driver sends the request again, so that it is still in flight.
+func rerun(cfg Config, s *state, ci, m int) {
+	c := &s.c[ci]
+	if c.net[m] == extendReq {
+		extendMaster(cfg, s, m, c.token(ci), c.ext)
+		return
+	}
+	acquire(cfg, s, m, c.token(ci))
+}
