@@ -94,8 +94,11 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 // Clients' holders, or had them out within the last few seconds, Close
 // withdraws the wants, waits out a hand-off to them that may be on its way
 // (the node deadline, DefaultMaxNodeTimeout at least), and releases their
-// tokens. Closing a Client twice, or from two goroutines at once, is
-// harmless.
+// tokens. A holder that missed a withdrawal (its publish did not reach
+// that holder) can still hand the key to such a token after Close: the
+// token then stays on the masters until its TTL, and the key is nobody's
+// meanwhile (never a second holder). Closing a Client twice, or from two
+// goroutines at once, is harmless.
 func (c *Client) Close() error {
 	return c.e().Close()
 }

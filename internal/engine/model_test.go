@@ -25,7 +25,7 @@ func TestProtocolModel(t *testing.T) {
 		})
 	}
 	t.Run("hand-off", func(t *testing.T) {
-		r := model.CheckHandOff()
+		r := model.CheckHandOff(true)
 		t.Logf("%v", r)
 		if r.Violation != "" {
 			t.Fatal(r)

@@ -24,7 +24,9 @@
 // A second, smaller world (handoff.go, CheckHandOff) drives the hand-off
 // to another Client's waiter: a holder's line of wants (core.Line) and a
 // waiter's count of notices (core.Expected), with withdrawals, late copies
-// and duplicated notices.
+// and duplicated notices, the waiter's Client closing, its lock passed on
+// by its token and resumed elsewhere, and a holder that missed a
+// withdrawal.
 package model
 
 import (
@@ -54,7 +56,7 @@ type Config struct {
 	Losses      int  // requests or replies lost, at most
 	Unreached   int  // masters New's check did not reach, at most, in all
 	Extends     int  // extensions per lock of client 0, each to a TTL of TTL/2 or 2·TTL
-	Resends     int  // requests a driver runs twice, at most (resend.go)
+	Resends     int  // requests a driver runs twice, at most (release.go)
 	Fast        int  // every master's clock runs fast: its keys expire this many ticks early
 	MaxStates   int  // stop after this many states (0: no limit)
 
