@@ -176,3 +176,19 @@ func TestReleased(t *testing.T) {
 		}
 	}
 }
+
+// I8: a handed lock is valid from its want's first announcement, not from
+// when the notices came; with less than half its ttl left, it is confirmed.
+func TestHanded(t *testing.T) {
+	ttl := time.Second
+	until, confirm := Handed(t0, t0.Add(100*time.Millisecond), ttl, 0.01)
+	if confirm || !until.Equal(ValidUntil(t0, ttl, 0.01)) {
+		t.Fatalf("Handed 100 ms after the want = %v, %v; want the want's start + ttl − drift", until, confirm)
+	}
+	if _, confirm := Handed(t0, t0.Add(ttl/2), ttl, 0.01); !confirm {
+		t.Fatal("a handed lock with less than half its ttl left is not confirmed")
+	}
+	if _, confirm := Handed(t0, t0.Add(2*ttl), ttl, 0.01); !confirm {
+		t.Fatal("a handed lock whose want's ttl is over is not confirmed")
+	}
+}

@@ -43,6 +43,12 @@
 //     decided before the lock's end (Released): after the end, the keys
 //     may have expired and been taken meanwhile, and the caller cannot be
 //     sure it held the lock alone.
+//   - I8 (handed validity): a lock a hand-off to another Client's waiter
+//     gave it is valid until first + ttl − Drift(ttl), where first is when
+//     the waiter first announced its token, never from when the waiter
+//     heard the notices; with less than half the ttl left of that, the
+//     waiter confirms the key with an extension round and is valid from
+//     its start (Handed).
 //
 // A hand-off to another Client's waiter (Line, the holder's; Expected, the
 // waiter's Client's) keeps these:

@@ -117,3 +117,18 @@ func Extend(until time.Time, won bool, refused, n int, start, decided time.Time,
 	}
 	return until, Lost
 }
+
+// Handed decides the validity of a lock that a hand-off to another
+// Client's waiter gave it (I8). Every hand-off to the waiter's token ran
+// after the waiter first announced it, at first, so every key it set
+// expires after first + ttl: the lock is valid until ValidUntil(first,
+// ttl, factor). When less than half the ttl is left of that at now,
+// confirm is true and until zero: the waiter confirms the key with an
+// extension round of its own, and the lock is valid from that round's
+// start, as after any acquisition.
+func Handed(first, now time.Time, ttl time.Duration, factor float64) (until time.Time, confirm bool) {
+	if Validity(ttl, now.Sub(first), factor) < ttl/2 {
+		return time.Time{}, true
+	}
+	return ValidUntil(first, ttl, factor), false
+}

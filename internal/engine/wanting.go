@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/redlock-go/redlock/internal/core"
 	"github.com/redlock-go/redlock/internal/master"
 	"github.com/redlock-go/redlock/internal/script"
 	"github.com/redlock-go/redlock/internal/wait"
@@ -147,9 +148,9 @@ func (lp *waitLoop) takeHanded() (*Lock, error) {
 	c.heardHandOff(a.token, lp.w.Unexpect(a.token))
 	lp.want = nil
 	lp.served(a.token)
-	if validity(lp.ttl, time.Since(a.first), c.cfg.driftFactor) >= lp.ttl/2 {
+	if until, confirm := core.Handed(a.first, time.Now(), lp.ttl, c.cfg.driftFactor); !confirm {
 		c.narrowHanded(a.token)
-		l.startValidity(validUntil(a.first, lp.ttl, c.cfg.driftFactor))
+		l.startValidity(until)
 		c.cfg.test.handedLocks.Add(1)
 		return l, nil
 	}

@@ -32,16 +32,16 @@ var table2 = []mutant{
 	},
 	{
 		name:    "handed-lock-valid-from-the-hand-off",
-		file:    "internal/engine/wanting.go",
-		from:    "		l.startValidity(validUntil(a.first, lp.ttl, c.cfg.driftFactor))\n",
-		to:      "		l.startValidity(validUntil(time.Now(), lp.ttl, c.cfg.driftFactor))\n",
+		file:    "internal/core/validity.go",
+		from:    "	return ValidUntil(first, ttl, factor), false\n",
+		to:      "	return ValidUntil(now, ttl, factor), false\n",
 		killers: "TestHandOffToAnotherClientCostsOneRoundAndNoRelease",
 	},
 	{
 		name:    "handed-lock-never-confirmed",
-		file:    "internal/engine/wanting.go",
-		from:    "	if validity(lp.ttl, time.Since(a.first), c.cfg.driftFactor) >= lp.ttl/2 {",
-		to:      "	if true {",
+		file:    "internal/core/validity.go",
+		from:    "	if Validity(ttl, now.Sub(first), factor) < ttl/2 {\n",
+		to:      "	if false {\n",
 		killers: "TestHandedLockAfterALongWaitIsConfirmed",
 	},
 	{
