@@ -49,6 +49,16 @@
 //     heard the notices; with less than half the ttl left of that, the
 //     waiter confirms the key with an extension round and is valid from
 //     its start (Handed).
+//   - I9 (trusted hand-off): a hand-off skips the guard's memory report,
+//     where the key holds the lock's token, only for a TTL no longer than
+//     the shortest the marker recorded for the lock's keys (TrustedHandOff).
+//   - I10 (round's end): a round waits for the masters until the node
+//     deadline, and never past the end of the validity it could win
+//     (RoundEnd).
+//   - I11 (reserves): a quorum-first round holds masters in reserve only
+//     under the restart guard, with three masters or more: without the
+//     guard, one master that restarts empty would take a lock on a bare
+//     majority down (Reserves).
 //
 // A hand-off to another Client's waiter (Line, the holder's; Expected, the
 // waiter's Client's) keeps these:

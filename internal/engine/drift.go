@@ -59,11 +59,7 @@ func (c *Client) nodeTimeout(ttl time.Duration) time.Duration {
 func (c *Client) deadline(start time.Time, ttl time.Duration) roundDeadline {
 	// A master that cannot answer within the validity it could win is
 	// failing, for a lock: this cap is the masters' deadline too.
-	d := start.Add(c.nodeTimeout(ttl))
-	if end := validUntil(start, ttl, c.cfg.driftFactor); end.Before(d) {
-		d = end
-	}
-	return nodeDeadline(d)
+	return nodeDeadline(core.RoundEnd(start, c.nodeTimeout(ttl), ttl, c.cfg.driftFactor))
 }
 
 // A roundDeadline is when a round stops waiting (at), and the masters'

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/redlock-go/redlock/internal/core"
 	"github.com/redlock-go/redlock/internal/master"
 	"github.com/redlock-go/redlock/internal/script"
 	"github.com/redlock-go/redlock/internal/wait"
@@ -269,19 +270,13 @@ func (ho *handOffRound) endLocal(r *round, to *wait.Waiter[Lock]) handOffResult 
 
 // trustedHandOff reports whether a hand-off of our lock to a TTL of nttl
 // may skip the restart guard's memory report where the key holds our
-// token (lua/handoff.lua), which saves reading the marker on every master
-// of every turn. Unlock hands off only while our lock is valid, so no other
-// lock was valid since our key was set on such a master, in its present
-// memory (by our round, an earlier hand-off, or Extend's repair): whatever
-// it may have forgotten ended before. Any later holder must win a majority
-// that meets one of the new lock's masters, whose guard is that holder's
-// to apply. And every script that set or extended our key there recorded
-// its TTL in the marker, at least l.shortest: when nttl is no longer, the
-// marker already covers the new key, as the guard's length needs.
+// token (core.TrustedHandOff, I9; lua/handoff.lua). Unlock hands off only
+// while our lock is valid, and every script that set or extended our key
+// recorded at least l.shortest in the marker.
 func (l *Lock) trustedHandOff(nttl time.Duration) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return nttl <= l.shortest
+	return core.TrustedHandOff(nttl, l.shortest)
 }
 
 // A handOffResult is how a hand-off round ended.

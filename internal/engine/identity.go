@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redlock-go/redlock/internal/core"
 	"github.com/redlock-go/redlock/internal/master"
 )
 
@@ -57,7 +58,7 @@ func newNodes(clients []redis.UniversalClient, guard, evicting bool) ([]*node, e
 		}
 		name, marks := describe(i, c)
 		conn := master.GoRedis{C: c}
-		nodes[i] = &node{index: i, addr: name, seed: fnv64(name), client: c, conn: conn, inSlot: conn.Cluster()}
+		nodes[i] = &node{index: i, addr: name, seed: core.KeyHash(name), client: c, conn: conn, inSlot: conn.Cluster()}
 		for _, m := range marks {
 			if j, dup := seen[m.key]; dup && j != i {
 				return nil, sameServer(nodes[j], nodes[i], m.server)

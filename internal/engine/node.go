@@ -31,7 +31,7 @@ type node struct {
 	// not one per call, and rights granted later are found again.
 	noticesRefused atomic.Int64
 
-	seed      uint64       // fnv64 of addr: its rank among the masters for a key (quorumfirst.go)
+	seed      uint64       // core.KeyHash of addr: its rank among the masters for a key (core.Reserves)
 	slowUntil atomic.Int64 // Unix ns: asked after the others until then (quorumfirst.go)
 
 	obs    *Observer  // the Client's observers; nil: none

@@ -8,6 +8,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/redlock-go/redlock/internal/core"
 )
 
 // An acquisition that asks every master sends n scripts where a majority
@@ -56,34 +58,17 @@ const minHedge = 500 * time.Microsecond
 func (n *node) markSlow() { n.slowUntil.Store(time.Now().Add(slowFor).UnixNano()) }
 
 // reserves returns the nodes an attempt on key holds in reserve, a bit per
-// node: all but a quorum, the preferred nodes (see above). 0: every node is
-// asked at once, as without WithQuorumFirst or with fewer than three
-// masters.
+// node (core.Reserves, I11): all but a quorum, the preferred nodes (see
+// above). 0: every node is asked at once.
 func (c *Client) reserves(key string) uint64 {
-	n := len(c.nodes)
-	// Without the restart guard a master that restarts empty would take a
-	// bare majority's lock down with it: every master is asked.
-	if !c.cfg.quorumFirst || c.cfg.guard == 0 || n < 3 || n > 64 {
-		return 0
-	}
 	now := time.Now().UnixNano()
-	kh := fnv64(key)
-	var chosen uint64
-	for range c.quorum {
-		best, bestSlow, bestRank := -1, false, uint64(0)
-		for i, nd := range c.nodes {
-			if chosen&(1<<i) != 0 {
-				continue
-			}
-			slow := nd.slowUntil.Load() > now
-			rank := mix64(kh ^ nd.seed)
-			if best < 0 || (bestSlow && !slow) || (slow == bestSlow && rank < bestRank) {
-				best, bestSlow, bestRank = i, slow, rank
-			}
+	var slow uint64
+	for i, nd := range c.nodes {
+		if nd.slowUntil.Load() > now {
+			slow |= 1 << i
 		}
-		chosen |= 1 << best
 	}
-	return (1<<n - 1) &^ chosen
+	return core.Reserves(len(c.nodes), c.cfg.guard > 0, c.cfg.quorumFirst, core.KeyHash(key), c.seeds, slow)
 }
 
 // hedgeAfter is how long a quorum-first round of ttl waits for its preferred nodes
@@ -109,27 +94,6 @@ func (c *Client) noteRound(d time.Duration) {
 		return
 	}
 	c.usualRound.Store(old + (int64(d)-old)/8)
-}
-
-// fnv64 is the 64-bit FNV-1a hash of s.
-func fnv64(s string) uint64 {
-	h := uint64(14695981039346656037)
-	for i := 0; i < len(s); i++ {
-		h ^= uint64(s[i])
-		h *= 1099511628211
-	}
-	return h
-}
-
-// mix64 is splitmix64's finalizer: every bit of x moves every bit of the
-// result.
-func mix64(x uint64) uint64 {
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	x ^= x >> 31
-	return x
 }
 
 // hedgeTimers are the quorum-first rounds' hedge timers, stopped: a round that

@@ -28,6 +28,7 @@ import (
 // go-redis client's timeouts; Close waits for them.
 type Client struct {
 	nodes  []*node
+	seeds  []uint64 // each node's seed, for core.Reserves
 	quorum int
 	cfg    config
 
@@ -119,6 +120,7 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 		closing: make(chan struct{}),
 	}
 	for _, n := range ns {
+		c.seeds = append(c.seeds, n.seed)
 		c.anyCluster = c.anyCluster || n.isCluster()
 		if _, ring := n.client.(*redis.Ring); ring {
 			// A Ring shards pub/sub channels by name, apart from the keys

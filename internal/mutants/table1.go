@@ -236,8 +236,8 @@ var table1 = []mutant{
 	},
 	{
 		name:    "quorum-first-without-the-guard",
-		file:    "internal/engine/quorumfirst.go",
-		from:    "c.cfg.guard == 0 || ",
+		file:    "internal/core/plan.go",
+		from:    "!guarded || ",
 		to:      "",
 		killers: "TestQuorumFirstWithoutTheGuardAsksEveryMaster",
 	},
@@ -355,8 +355,8 @@ var table1 = []mutant{
 	},
 	{
 		name:    "round-waits-past-the-validity",
-		file:    "internal/engine/drift.go",
-		from:    "	if end := validUntil(start, ttl, c.cfg.driftFactor); end.Before(d) {\n		d = end\n	}",
+		file:    "internal/core/plan.go",
+		from:    "	if end := ValidUntil(start, ttl, factor); end.Before(d) {\n		return end\n	}",
 		to:      "",
 		killers: "TestSlowMajorityIsNotObtained",
 	},

@@ -11,16 +11,16 @@ var table2 = []mutant{
 	},
 	{
 		name:    "hand-off-skips-the-marker-for-any-ttl",
-		file:    "internal/engine/handoff.go",
-		from:    "	return nttl <= l.shortest\n",
-		to:      "	return true\n",
+		file:    "internal/core/plan.go",
+		from:    "func TrustedHandOff(nttl, shortest time.Duration) bool { return nttl <= shortest }",
+		to:      "func TrustedHandOff(nttl, shortest time.Duration) bool { return true }",
 		killers: "TestHandOffToALongerTTLRecordsItInTheMarker|TestHandOffAfterAnExtendToAShorterTTLRecordsIt",
 	},
 	{
 		name:    "hand-off-always-reads-the-marker",
-		file:    "internal/engine/handoff.go",
-		from:    "	return nttl <= l.shortest\n",
-		to:      "	return false\n",
+		file:    "internal/core/plan.go",
+		from:    "func TrustedHandOff(nttl, shortest time.Duration) bool { return nttl <= shortest }",
+		to:      "func TrustedHandOff(nttl, shortest time.Duration) bool { return false }",
 		killers: "TestHandOffNobodyElseWantsCostsFourCommandsPerMaster",
 	},
 	{
@@ -236,8 +236,8 @@ var table2 = []mutant{
 	{
 		name:    "acquisition-capped-by-validity-excuses-masters",
 		file:    "internal/engine/drift.go",
-		from:    "\treturn nodeDeadline(d)\n",
-		to:      "\treturn roundDeadline{at: d, node: start.Add(c.nodeTimeout(ttl))}\n",
+		from:    "\treturn nodeDeadline(core.RoundEnd(start, c.nodeTimeout(ttl), ttl, c.cfg.driftFactor))\n",
+		to:      "\treturn roundDeadline{at: core.RoundEnd(start, c.nodeTimeout(ttl), ttl, c.cfg.driftFactor), node: start.Add(c.nodeTimeout(ttl))}\n",
 		killers: "TestCappedRoundsStillBlameHungMasters/acquisition_capped_by_its_validity/ContextTimeoutEnabled=false",
 	},
 	{

@@ -1,0 +1,78 @@
+package core
+
+import "time"
+
+// TrustedHandOff reports whether a hand-off of a valid lock to a TTL of
+// nttl may skip the restart guard's memory report where the key holds the
+// lock's token (I9). shortest is the shortest TTL any script recorded in
+// the marker as it set or extended the lock's keys: when nttl is no
+// longer, the marker already covers the new key, as the guard's length
+// needs. (No other lock was valid since our key was set on such a master,
+// in its present memory; any later holder must win a majority that meets
+// one of the new lock's masters, whose guard is that holder's to apply.)
+func TrustedHandOff(nttl, shortest time.Duration) bool { return nttl <= shortest }
+
+// RoundEnd is when a round of a lock of ttl, started at start, stops
+// waiting for the masters (I10): at the node deadline, start +
+// nodeTimeout, but never past the end of the validity it could win, since
+// a later yes would be worthless.
+func RoundEnd(start time.Time, nodeTimeout, ttl time.Duration, factor float64) time.Time {
+	d := start.Add(nodeTimeout)
+	if end := ValidUntil(start, ttl, factor); end.Before(d) {
+		return end
+	}
+	return d
+}
+
+// Reserves returns the masters a quorum-first round on a key holds in
+// reserve, a bit per master: all but Quorum(n), the preferred ones. 0:
+// every master is asked at once (I11). A round holds masters back only
+// under the restart guard, with quorumFirst and 3 to 64 masters: without
+// the guard, a master that restarts empty would take a lock on a bare
+// majority down with it. The preferred masters are the first by a
+// rendezvous hash of the key (keyHash, KeyHash) and each master's seed,
+// the slow ones last, so that Clients contending for a key ask the same
+// ones first and keys spread evenly.
+// slow has a bit per master asked after the others.
+func Reserves(n int, guarded, quorumFirst bool, keyHash uint64, seeds []uint64, slow uint64) uint64 {
+	if !quorumFirst || !guarded || n < 3 || n > 64 {
+		return 0
+	}
+	var chosen uint64
+	for range Quorum(n) {
+		best, bestSlow, bestRank := -1, false, uint64(0)
+		for i := range n {
+			if chosen&(1<<i) != 0 {
+				continue
+			}
+			isSlow, rank := slow&(1<<i) != 0, mix64(keyHash^seeds[i])
+			if best < 0 || (bestSlow && !isSlow) || (isSlow == bestSlow && rank < bestRank) {
+				best, bestSlow, bestRank = i, isSlow, rank
+			}
+		}
+		chosen |= 1 << best
+	}
+	return (1<<n - 1) &^ chosen
+}
+
+// KeyHash is the 64-bit FNV-1a hash of s: a key's, or a master's address,
+// for Reserves.
+func KeyHash(s string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= 1099511628211
+	}
+	return h
+}
+
+// mix64 is splitmix64's finalizer: every bit of x moves every bit of the
+// result.
+func mix64(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
+}

@@ -1,0 +1,53 @@
+package core
+
+import (
+	"math/bits"
+	"testing"
+	"time"
+)
+
+// I9: a hand-off skips the marker only for a TTL no longer than the
+// shortest the marker recorded.
+func TestTrustedHandOff(t *testing.T) {
+	if !TrustedHandOff(time.Second, time.Second) || !TrustedHandOff(time.Second, 2*time.Second) {
+		t.Fatal("a hand-off to a TTL the marker covers is not trusted")
+	}
+	if TrustedHandOff(2*time.Second, time.Second) {
+		t.Fatal("a hand-off to a TTL longer than the marker recorded is trusted")
+	}
+}
+
+// I10: a round waits until the node deadline, never past the validity it
+// could win.
+func TestRoundEnd(t *testing.T) {
+	if got := RoundEnd(t0, 50*time.Millisecond, time.Second, 0.01); !got.Equal(t0.Add(50 * time.Millisecond)) {
+		t.Fatalf("RoundEnd = %v, want the node deadline", got.Sub(t0))
+	}
+	ttl := 100 * time.Millisecond
+	if got := RoundEnd(t0, time.Second, ttl, 0.01); !got.Equal(ValidUntil(t0, ttl, 0.01)) {
+		t.Fatalf("RoundEnd = %v, want the validity's end %v", got.Sub(t0), ValidUntil(t0, ttl, 0.01).Sub(t0))
+	}
+}
+
+// I11: masters are held in reserve only under the guard, with quorum-first
+// and three masters or more; a quorum is asked first, the slow ones last,
+// the same ones for one key.
+func TestReserves(t *testing.T) {
+	seeds := []uint64{KeyHash("a:1"), KeyHash("b:2"), KeyHash("c:3"), KeyHash("d:4"), KeyHash("e:5")}
+	k := KeyHash("key")
+	if Reserves(5, false, true, k, seeds, 0) != 0 || Reserves(5, true, false, k, seeds, 0) != 0 || Reserves(2, true, true, k, seeds[:2], 0) != 0 {
+		t.Fatal("masters held in reserve without the guard, without quorum-first, or with two masters")
+	}
+	r := Reserves(5, true, true, k, seeds, 0)
+	if bits.OnesCount64(r) != 5-Quorum(5) || r>>5 != 0 {
+		t.Fatalf("Reserves = %05b: want %d of the 5 masters in reserve", r, 5-Quorum(5))
+	}
+	if Reserves(5, true, true, k, seeds, 0) != r {
+		t.Fatal("one key's reserves differ between calls")
+	}
+	preferred := (1<<5 - 1) &^ r
+	slow := uint64(1 << bits.TrailingZeros64(preferred))
+	if Reserves(5, true, true, k, seeds, slow)&slow == 0 {
+		t.Fatal("a slow master is still preferred while others are not slow")
+	}
+}
