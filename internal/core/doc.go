@@ -59,6 +59,11 @@
 //     under the restart guard, with three masters or more: without the
 //     guard, one master that restarts empty would take a lock on a bare
 //     majority down (Reserves).
+//   - I12 (hand-off): an Unlock hands the key on only for a single-key
+//     lock, while it is valid and notices are on (MayHandOff).
+//   - I13 (no starvation): a local waiter has the key before other
+//     Clients' waiters only while every other Client heard to want it
+//     announced itself (LocalFirst).
 //
 // A hand-off to another Client's waiter (Line, the holder's; Expected, the
 // waiter's Client's) keeps these:

@@ -76,3 +76,19 @@ func mix64(x uint64) uint64 {
 	x ^= x >> 31
 	return x
 }
+
+// MayHandOff reports whether an Unlock may hand the key to a waiter
+// instead of releasing it (I12): only a single-key lock, while it is valid
+// at now (a hand-off after until would give a waiter keys that may have
+// expired and been taken), and while notices are on (a waiter of another
+// Client that only polls would never find the key free).
+func MayHandOff(now, until time.Time, noticesOn, singleKey bool) bool {
+	return singleKey && noticesOn && now.Before(until)
+}
+
+// LocalFirst reports whether this Client's next local waiter may have the
+// key when no other Client's waiter asked before it (I13): only while
+// every other Client heard to want the key lately announced itself
+// (wantsKnown), or none was heard (othersSeen false). One that only waits
+// for a release would otherwise starve.
+func LocalFirst(othersSeen, wantsKnown bool) bool { return !othersSeen || wantsKnown }

@@ -51,3 +51,30 @@ func TestReserves(t *testing.T) {
 		t.Fatal("a slow master is still preferred while others are not slow")
 	}
 }
+
+// I12: a hand-off only for a single-key lock, while valid, with notices on.
+func TestMayHandOff(t *testing.T) {
+	until := t0.Add(time.Second)
+	if !MayHandOff(t0, until, true, true) {
+		t.Fatal("a valid single-key lock with notices on may not hand off")
+	}
+	for _, c := range []struct {
+		now               time.Time
+		notices, singleKy bool
+	}{{until, true, true}, {t0, false, true}, {t0, true, false}} {
+		if MayHandOff(c.now, until, c.notices, c.singleKy) {
+			t.Fatalf("MayHandOff(valid %v, notices %v, single key %v) = true", c.now.Before(until), c.notices, c.singleKy)
+		}
+	}
+}
+
+// I13: a local waiter goes first only while no other Client is heard, or
+// every one heard announces itself.
+func TestLocalFirst(t *testing.T) {
+	if !LocalFirst(false, false) || !LocalFirst(true, true) {
+		t.Fatal("a local waiter may not go first with nobody else heard, or every other Client announcing itself")
+	}
+	if LocalFirst(true, false) {
+		t.Fatal("a local waiter goes first past a Client that does not announce itself")
+	}
+}

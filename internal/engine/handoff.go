@@ -19,15 +19,12 @@ import (
 // recipient picks who Unlock hands the lock to, claiming it: the waiter
 // that asked first, of this Client (u.hasTurn: the lock holds the Client's
 // turn for key, so its local waiters queue behind it) or of another that
-// announced itself (wants.go); or nobody. Only while the lock is valid, and
-// notices are on (a waiter of another Client that only polls would never
-// see the key free). A local waiter goes first only while every other
-// Client known to want the key has announced itself, and later than it:
-// the others, which wait for a release, would otherwise starve.
+// announced itself (wants.go); or nobody. Only as core.MayHandOff allows
+// (I12), and a local waiter only as core.LocalFirst does (I13).
 func (l *Lock) recipient(u unlocking) recipient {
 	c := l.c
-	if c.cfg.test.noHandOff || !time.Now().Before(u.until) || c.noticesOff() || l.keys != nil {
-		return recipient{} // a multi-key lock is released, never handed on
+	if c.cfg.test.noHandOff || !core.MayHandOff(time.Now(), u.until, !c.noticesOff(), l.keys == nil) {
+		return recipient{}
 	}
 	var since time.Time // when the next local waiter queued; zero: none
 	if u.hasTurn {
@@ -38,7 +35,7 @@ func (l *Lock) recipient(u unlocking) recipient {
 			return recipient{remote: w}
 		}
 	}
-	if !since.IsZero() && (!c.wk.OthersSeen(l.key) || c.wk.WantsKnown(l.key)) {
+	if !since.IsZero() && core.LocalFirst(c.wk.OthersSeen(l.key), c.wk.WantsKnown(l.key)) {
 		if next := c.turns.Claim(l.key); next != nil {
 			return recipient{local: next}
 		}

@@ -255,3 +255,38 @@ func TestAFailedMultiAttemptLeavesTheHoldersKeysAsTheyWere(t *testing.T) {
 		}
 	}
 }
+
+// TestHandOffAfterTheValidityIsARelease (I12): an Unlock after the lock's
+// validity ended releases the key and hands nothing on, even to another
+// Client's waiter in line, though the holder's keys still live (a drift
+// factor of 0.5 ends the validity halfway through their TTL): they may
+// have expired and been taken elsewhere, and nobody could vouch for the
+// waiter's lock. The waiter then takes the key by an attempt of its own.
+func TestHandOffAfterTheValidityIsARelease(t *testing.T) {
+	r := startReal(t, 3)
+	handed := make(chan bool, 1)
+	h := r.client(WithDriftFactor(0.5), WithObserver(Observer{Release: func(e ReleaseEvent) { handed <- e.HandedOff }}))
+	w := r.client(WithRetryDelay(time.Minute, time.Minute)) // it waits on the notices alone
+	watching(t, h, "k")
+	holder, err := h.Lock(bg, "k", scaled(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := tryLockAsync(w, "k", time.Minute)
+	wantKnown(t, h, "k", 1)
+	time.Sleep(time.Until(holder.Until())) // the validity's end: time itself, not a signal
+	if err := holder.Unlock(bg); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("Unlock after the validity ended = %v, want ErrNotHeld", err)
+	}
+	if <-handed {
+		t.Fatal("Unlock after the validity ended handed the key on")
+	}
+	select {
+	case got := <-res:
+		if got.err != nil {
+			t.Fatalf("the waiter's Lock: %v", got.err)
+		}
+	case <-time.After(scaled(5 * time.Second)):
+		t.Fatal("the waiter did not take the released key")
+	}
+}

@@ -418,11 +418,25 @@ func TestUnlockHandsTheLockToTheNextLocalWaiter(t *testing.T) {
 
 // TestHandOffDoesNotStarveOtherClients: two goroutines of one Client take a
 // key in turn, which Unlock hands from one to the other; another Client
-// (another process) wants it too. It must get it: once the Client hears
-// that others listen, its releases go through Redis again.
+// (another process) wants it too. It must get it: its waiter announces
+// itself and is handed the key in its turn, or, when it does not announce
+// itself (an older version's), once the Client hears that others listen,
+// its releases go through Redis again (I13).
 func TestHandOffDoesNotStarveOtherClients(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts []Option
+	}{
+		{"announcing", nil},
+		{"not-announcing", []Option{withoutWants()}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { handOffDoesNotStarve(t, tc.opts...) })
+	}
+}
+
+func handOffDoesNotStarve(t *testing.T, opts ...Option) {
 	r := startReal(t, 5)
-	local, other := r.client(), r.client(WithRetryDelay(scaled(10*time.Millisecond), scaled(50*time.Millisecond)))
+	local, other := r.client(), r.client(append(opts, WithRetryDelay(scaled(10*time.Millisecond), scaled(50*time.Millisecond)))...)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for range 2 {

@@ -190,6 +190,27 @@ var table4 = []mutant{
 		pkg:     "internal/model",
 	},
 	{
+		name:    "hand-off-after-the-validity",
+		file:    "internal/core/plan.go",
+		from:    "	return singleKey && noticesOn && now.Before(until)\n",
+		to:      "	return singleKey && noticesOn\n",
+		killers: "TestHandOffAfterTheValidityIsARelease",
+	},
+	{
+		name:    "hand-off-without-notices",
+		file:    "internal/core/plan.go",
+		from:    "	return singleKey && noticesOn && now.Before(until)\n",
+		to:      "	return singleKey && now.Before(until)\n",
+		killers: "TestWithoutNoticesOneClientDoesNotStarveAnother",
+	},
+	{
+		name:    "local-waiter-first-past-a-polling-client",
+		file:    "internal/core/plan.go",
+		from:    "func LocalFirst(othersSeen, wantsKnown bool) bool { return !othersSeen || wantsKnown }",
+		to:      "func LocalFirst(othersSeen, wantsKnown bool) bool { return true }",
+		killers: "TestHandOffDoesNotStarveOtherClients",
+	},
+	{
 		name:    "core-unlock-after-the-end-is-released",
 		file:    "internal/core/validity.go",
 		from:    "func Released(won bool, decided, until time.Time) bool { return won && decided.Before(until) }",
