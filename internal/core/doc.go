@@ -83,4 +83,20 @@
 //   - W5 (counting): a waiter's Client counts a master's hand-off notice
 //     only for a token it still expects, and each master once; the lock is
 //     the waiter's once Quorum(n) masters did.
+//
+// A waiter's Client keeps, for each token its waiter is done with (it gave
+// up, or took the lock a hand-off gave it), where the token is released
+// (Retired):
+//
+//   - R1 (late hand-off): a hand-off that puts the token on a master after
+//     its waiter was done is released there at once only when the waiter's
+//     Client is done with it (the waiter gave up, or its lock was let go)
+//     and that lock's Unlock is decided: a release ahead of the lock's own
+//     hand-off, still queued for the master, would take away the key it
+//     passes on. While the lock is held, its Unlock releases the master.
+//   - R2 (sweep): the first late notice of a token let go, or the end of
+//     the Unlock of a lock a hand-off gave while a master was never heard,
+//     schedules one sweep, which releases the token on every master not
+//     released yet, once.
+//   - R3 (Close): a sweep scheduled that has not run is Close's to do.
 package core

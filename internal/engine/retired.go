@@ -8,9 +8,9 @@ package engine
 import (
 	"cmp"
 	"maps"
-	"slices"
 	"time"
 
+	"github.com/redlock-go/redlock/internal/core"
 	"github.com/redlock-go/redlock/internal/script"
 	"github.com/redlock-go/redlock/internal/wait"
 )
@@ -23,13 +23,9 @@ type retiredToken struct {
 	key   string
 	ttl   time.Duration
 	l     *Lock
-	at    time.Time // retired then
-	until time.Time // forgotten then: a hand-off lands only while its holder's key lives
-	// late: per node, whether a late hand-off to it was released there
-	// (lateHandOff, sweepLateHandOff); nil before the first.
-	late     []bool
-	sweeping bool // sweepLateHandOff is scheduled, or ran
-	swept    bool // it ran
+	at    time.Time     // retired then
+	until time.Time     // forgotten then: a hand-off lands only while its holder's key lives
+	rt    *core.Retired // where it is released, and its sweep (sweepLateHandOff)
 }
 
 // retire remembers token of key, wanted for ttl, with the lock it gave (nil
@@ -45,7 +41,7 @@ func (c *Client) retire(key, token string, ttl time.Duration, l *Lock) {
 	if len(c.retired)%64 == 0 { // now and then, forget what no hand-off can reach
 		maps.DeleteFunc(c.retired, func(_ string, r retiredToken) bool { return now.After(r.until) })
 	}
-	c.retired[token] = retiredToken{key: key, ttl: ttl, l: l, at: now, until: now.Add(keep)}
+	c.retired[token] = retiredToken{key: key, ttl: ttl, l: l, at: now, until: now.Add(keep), rt: &core.Retired{}}
 }
 
 // lateTickets returns the wants this Client retired since, or whose late
@@ -65,7 +61,7 @@ func (c *Client) lateTickets(since time.Time) []wait.Ticket {
 	var recent []late
 	c.retiredMu.Lock()
 	for token, r := range c.retired {
-		if !r.at.Before(since) || (r.sweeping && !r.swept) { // or a sweep Close cut short
+		if !r.at.Before(since) || r.rt.CutShort() { // or a sweep Close cut short
 			recent = append(recent, late{wait.Ticket{Key: r.key, Token: token, TTL: r.ttl}, r.l})
 		}
 	}
@@ -110,21 +106,14 @@ func (c *Client) lateHandOff(key, token string, node int) {
 	}
 	// held: the lock is not let go; covered: its Unlock, which comes after
 	// this notice, releases node.
-	held, covered := false, false
+	held, covered, decided := false, false, true
 	if r.l != nil {
 		held, covered = r.l.heardOn(node)
 	}
-	now := !held
 	if !held && r.l != nil {
-		now, _ = r.l.unlockDecided()
+		decided, _ = r.l.unlockDecided()
 	}
-	sweep := !held && !r.sweeping // once per token
-	if r.late == nil {
-		r.late = make([]bool, len(c.nodes))
-	}
-	r.late[node] = r.late[node] || covered || now
-	r.sweeping = r.sweeping || sweep
-	c.retired[token] = r
+	now, sweep := r.rt.Late(node, len(c.nodes), held, covered, decided)
 	c.retiredMu.Unlock()
 	if held || c.enter() != nil {
 		return
@@ -147,17 +136,9 @@ func (c *Client) lateHandOff(key, token string, node int) {
 func (c *Client) heardHandOff(token string, heard []bool) {
 	c.retiredMu.Lock()
 	defer c.retiredMu.Unlock()
-	r, ok := c.retired[token]
-	if !ok || heard == nil {
-		return
+	if r, ok := c.retired[token]; ok {
+		r.rt.Heard(heard)
 	}
-	if r.late == nil {
-		r.late = make([]bool, len(c.nodes))
-	}
-	for i, h := range heard {
-		r.late[i] = r.late[i] || h
-	}
-	c.retired[token] = r
 }
 
 // narrowHanded, for a lock its waiter took on a hand-off's notices
@@ -181,7 +162,7 @@ func (c *Client) narrowHanded(token string) {
 		return
 	}
 	for i, h := range r.l.holds {
-		if r.late == nil || !r.late[i] {
+		if r.rt.Unheard(i) {
 			h.markUnheard()
 		}
 	}
@@ -208,11 +189,7 @@ func (c *Client) narrowHanded(token string) {
 func (c *Client) sweepUnheard(key, token string) {
 	c.retiredMu.Lock()
 	r, ok := c.retired[token]
-	sweep := ok && r.key == key && r.l != nil && !r.sweeping && (r.late == nil || slices.Contains(r.late, false))
-	if sweep {
-		r.sweeping = true
-		c.retired[token] = r
-	}
+	sweep := ok && r.key == key && r.l != nil && r.rt.Unlocked()
 	c.retiredMu.Unlock()
 	if sweep {
 		c.bg.Add(1) // Close cuts it short, and waits for it
@@ -253,13 +230,9 @@ func (c *Client) sweepLateHandOff(key, token string, after time.Duration) {
 	}
 	c.retiredMu.Lock()
 	r, ok = c.retired[token]
-	released := slices.Clone(r.late)
+	var release []bool
 	if ok {
-		for i := range r.late {
-			r.late[i] = true
-		}
-		r.swept = true
-		c.retired[token] = r
+		release = r.rt.Sweep(len(c.nodes))
 	}
 	c.retiredMu.Unlock()
 	if !ok {
@@ -267,7 +240,7 @@ func (c *Client) sweepLateHandOff(key, token string, after time.Duration) {
 	}
 	announce := c.announce(script.ReleasedNotice, key, token, 0)
 	for i, n := range c.nodes {
-		if i >= len(released) || !released[i] {
+		if release[i] {
 			c.releaseNodeWith(n, key, token, r.ttl, announce)
 		}
 	}

@@ -1047,9 +1047,13 @@ func awaitHeard(t *testing.T, c *Client, token string, n int, what string) {
 func heardHandOffs(c *Client, token string) int {
 	c.retiredMu.Lock()
 	defer c.retiredMu.Unlock()
+	r, ok := c.retired[token]
+	if !ok {
+		return 0
+	}
 	n := 0
-	for _, h := range c.retired[token].late {
-		if h {
+	for i := range c.nodes {
+		if !r.rt.Unheard(i) {
 			n++
 		}
 	}

@@ -47,7 +47,7 @@ var table4 = []mutant{
 	{
 		name:    "close-forgets-a-late-hand-off-whose-sweep-it-cut-short",
 		file:    "internal/engine/retired.go",
-		from:    " || (r.sweeping && !r.swept) { // or a sweep Close cut short",
+		from:    " || r.rt.CutShort() { // or a sweep Close cut short",
 		to:      " { // or a sweep Close cut short",
 		killers: "TestCloseReleasesALateHandOffWhoseSweepItCutShort",
 	},
@@ -60,9 +60,9 @@ var table4 = []mutant{
 	},
 	{
 		name:    "late-hand-off-released-while-the-locks-unlock-is-undecided",
-		file:    "internal/engine/retired.go",
-		from:    "		now, _ = r.l.unlockDecided()",
-		to:      "		now = true",
+		file:    "internal/core/retired.go",
+		from:    "	release = !held && decided\n",
+		to:      "	release = !held\n",
 		killers: "TestALateHandOffLeavesTheLocksOwnHandOffOnItsWay",
 	},
 	{
