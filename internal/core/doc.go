@@ -64,6 +64,27 @@
 //   - I13 (no starvation): a local waiter has the key before other
 //     Clients' waiters only while every other Client heard to want it
 //     announced itself (LocalFirst).
+//   - I14 (Unlock's reserves): an Unlock's round of a handed lock holds
+//     back the masters never heard only once the Client has timed a round,
+//     and only while at least twice the hedge is left of the validity
+//     (UnlockReserves).
+//   - I15 (widening): an extension asks the masters that lack the key to
+//     take it only when it lengthens the lock: a key taken now vouches for
+//     no earlier end (Widens).
+//
+// A lock keeps, per master, the state of the call that asked it to take
+// the key (Hold):
+//
+//   - H1 (one release): exactly one side releases a master: the second of
+//     "the call returned" and "the lock gave the master up", and only when
+//     the call may have set the key (it said yes, or failed).
+//   - H2 (never sent): a call is not sent once the lock gave its master up.
+//   - H3 (reserves and retakes): a master never asked counts as refused;
+//     Extend may ask it, or ask again one whose taking failed, until
+//     Unlock begins, which gives a master never asked up.
+//   - H4 (unheard): a master of a handed lock no notice told of is held
+//     back by Unlock until a notice or a yes tells of the token; then
+//     Unlock asks it as one that holds the token.
 //
 // A hand-off to another Client's waiter (Line, the holder's; Expected, the
 // waiter's Client's) keeps these:

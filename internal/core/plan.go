@@ -92,3 +92,26 @@ func MayHandOff(now, until time.Time, noticesOn, singleKey bool) bool {
 // (wantsKnown), or none was heard (othersSeen false). One that only waits
 // for a release would otherwise starve.
 func LocalFirst(othersSeen, wantsKnown bool) bool { return !othersSeen || wantsKnown }
+
+// UnlockReserves decides which masters an Unlock's round of a handed lock
+// holds back (I14): those never heard handing it the key (unheard, a bit
+// per master), asked only once the others cannot decide the round alone,
+// or after hedge. None until the Client has timed a round (timed): a
+// guessed hedge could leave a reserve too little of the node deadline to
+// answer. None either when less than twice the hedge is left of the
+// validity (left): the round counts only if decided within it.
+func UnlockReserves(unheard uint64, timed bool, hedge, left time.Duration) (reserve uint64, wait time.Duration) {
+	if unheard == 0 || !timed || left < 2*hedge {
+		return 0, 0
+	}
+	return unheard, hedge
+}
+
+// Widens reports whether an extension round of ttl, started at start, of a
+// lock valid until until may ask the masters that lack the key to take it
+// (I15): only when it lengthens the lock. A key it takes lives from this
+// round on, for ttl, and vouches for no earlier end; a shorter extension
+// confirms the lock's end, which only keys that held its token already can.
+func Widens(start time.Time, ttl time.Duration, factor float64, until time.Time) bool {
+	return ValidUntil(start, ttl, factor).After(until)
+}

@@ -78,3 +78,31 @@ func TestLocalFirst(t *testing.T) {
 		t.Fatal("a local waiter goes first past a Client that does not announce itself")
 	}
 }
+
+// I14: an Unlock holds the unheard masters back only once a round was
+// timed, and with twice the hedge left.
+func TestUnlockReserves(t *testing.T) {
+	hedge := 10 * time.Millisecond
+	if r, w := UnlockReserves(0b100, true, hedge, time.Second); r != 0b100 || w != hedge {
+		t.Fatalf("UnlockReserves = %b, %v; want the unheard master after the hedge", r, w)
+	}
+	for _, c := range []struct {
+		timed bool
+		left  time.Duration
+	}{{false, time.Second}, {true, 2*hedge - 1}} {
+		if r, _ := UnlockReserves(0b100, c.timed, hedge, c.left); r != 0 {
+			t.Fatalf("UnlockReserves(timed %v, left %v) holds %b back", c.timed, c.left, r)
+		}
+	}
+}
+
+// I15: only an extension that lengthens the lock takes masters.
+func TestWidens(t *testing.T) {
+	until := ValidUntil(t0, time.Second, 0.01)
+	if Widens(t0.Add(time.Millisecond), 500*time.Millisecond, 0.01, until) {
+		t.Fatal("an extension that ends before the lock does widens it")
+	}
+	if !Widens(t0.Add(time.Millisecond), 2*time.Second, 0.01, until) {
+		t.Fatal("an extension that lengthens the lock does not widen it")
+	}
+}

@@ -83,11 +83,7 @@ func (l *Lock) extend(ctx context.Context, ttl time.Duration) error {
 	deadline := c.deadline(start, ttl).until(until) // a majority after the validity ended is too late
 	guard := c.guard(ttl) > 0
 	args := l.args(ttl, script.Notice{}, guard)
-	// Only an extension that lengthens the lock asks masters to take the
-	// key: a key it takes lives from this round on, for ttl, and can vouch
-	// for no earlier end. A shorter ttl confirms Until, which only keys
-	// that held our token already can.
-	lengthens := validUntil(start, ttl, c.cfg.driftFactor).After(until)
+	lengthens := core.Widens(start, ttl, c.cfg.driftFactor, until) // I15
 	skip, widen := l.extendSkips(lengthens)
 	if guard && l.needsWitnesses() {
 		for i, err := range skip {

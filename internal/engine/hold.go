@@ -10,47 +10,31 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/redlock-go/redlock/internal/core"
 )
 
-// A hold is one node's part in one lock: the state of its acquire call, so
-// that neither a failed attempt nor Unlock can miss a key set by a reply that
-// arrived after the round was decided.
-//
-// Exactly one side releases the node: whoever comes second of "the acquire
-// call returned" (finish) and "the lock gave the node up" (abandon). When the
-// late side is the acquire goroutine itself, its release is sent after its
-// SET was answered, never before it on another connection.
+// A hold is one node's part in one lock: core.Hold (H1–H4 there), under a
+// mutex, with the channel that tells when the call returned. Exactly one
+// side releases the node: whoever comes second of "the call returned"
+// (finish) and "the lock gave the node up" (abandon). When the late side
+// is the call's goroutine itself, its release is sent after its SET was
+// answered, never before it on another connection.
 type hold struct {
 	born atomic.Int64 // which memory of the master holds our key (guard.go); 0: unknown
 
 	mu sync.Mutex
-	// done is closed when the acquire call returned. A call that asks the
-	// node again (retake) replaces it with an open one: read it under mu.
-	done      chan struct{}
-	mayHold   bool // it returned yes or an error: the key may hold our token
-	abandoned bool // the lock gave this node up: a late yes must be released
-	// reserved: the acquisition decided without asking this node (quorumfirst.go)
-	// and nothing was sent; Extend may still ask it (ask), and until then
-	// the node counts as one that refused.
-	reserved bool
-	// retake: the key may be missing here while the lock holds (a call to
-	// take it failed or found it taken, or a hand-off left the master
-	// free), so Extend asks the node to take it again (ask), with the
-	// acquire script, which also lengthens our key where it is.
-	retake bool
-	// closed: Unlock began, and no Extend asks the node any more
-	// (giveUpReserved), whatever a call already asking it answers.
-	closed bool
-	// unheard: the lock was taken on a hand-off's notices, none of them
-	// from this node (markUnheard), and nothing told of our token here
-	// since: Unlock's rounds hold it back, as a reserve.
-	unheard bool
+	// done is closed when the call returned. A call that asks the node
+	// again (ask) replaces it with an open one: read it under mu.
+	done chan struct{}
+	st   core.Hold
 }
 
 func newHolds(n int) []*hold {
 	hs, all := make([]*hold, n), make([]hold, n) // two allocations, not n+1
 	for i := range hs {
 		all[i].done = make(chan struct{})
+		all[i].st = core.NewHold()
 		hs[i] = &all[i]
 	}
 	return hs
@@ -61,175 +45,82 @@ func newHolds(n int) []*hold {
 func (h *hold) finish(yes bool, err error) (release bool) { return h.finishCall(false, yes, err) }
 
 // finishCall is finish; take: the call asked the node to take the key
-// after the lock was won (Extend's, through ask), and unless it said yes,
-// a later Extend may ask again.
+// after the lock was won (Extend's, through ask).
 func (h *hold) finishCall(take, yes bool, err error) (release bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if take {
-		h.retake = !yes
-	}
-	if yes {
-		h.unheard = false
-	}
-	h.mayHold = yes || err != nil
+	release = h.st.Finish(take, yes, err != nil)
 	close(h.done)
-	return h.abandoned && h.mayHold
+	return release
 }
 
-// finishUnsent records that the call was never sent, and reports whether
-// the caller must release the node. The key is as the node's last call left
-// it: nothing for an acquisition's, but a call that asks the node again
-// (take) may follow one that failed after setting our key.
+// finishUnsent records that the call was never sent (core.Hold.FinishUnsent).
 func (h *hold) finishUnsent(take bool) (release bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if take {
-		h.retake = true
-	}
+	release = h.st.FinishUnsent(take)
 	close(h.done)
-	return h.abandoned && h.mayHold
+	return release
 }
 
 func (h *hold) finished() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.finishedLocked()
+	return h.st.Finished()
 }
 
-func (h *hold) finishedLocked() bool {
-	select {
-	case <-h.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// abandon gives the node up and reports whether the caller must release it
-// now: only when the acquire call already returned and may have set the key.
-// If the call is still running, finish will report the release to it.
-func (h *hold) abandon() (release bool) {
+// locked runs f on the hold's state under its mutex.
+func (h *hold) locked(f func(*core.Hold) bool) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.abandoned {
-		return false
-	}
-	h.abandoned = true
-	return h.finishedLocked() && h.mayHold
+	return f(&h.st)
 }
 
-// Send reports whether the acquire call may still be sent: not when the
-// lock already gave the node up, as happens when a goroutine starts late,
-// after the round was decided and the lock released. A request never sent
-// needs no release, and cannot hold the key against the next holder.
-func (h *hold) Send() bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return !h.abandoned
-}
+// abandon gives the node up (core.Hold.Abandon).
+func (h *hold) abandon() (release bool) { return h.locked((*core.Hold).Abandon) }
 
-// refused reports whether the node's acquire call answered no, or was
-// never sent (reserved), so the key there is known not to hold our token.
-func (h *hold) refused() bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.reserved || h.finishedLocked() && !h.mayHold
-}
+// Send reports whether the call may still be sent (core.Hold.Send).
+func (h *hold) Send() bool { return h.locked((*core.Hold).Send) }
+
+// refused reports whether the node's call answered no, or was never sent
+// (core.Hold.Refused).
+func (h *hold) refused() bool { return h.locked((*core.Hold).Refused) }
 
 // reserve records that the acquisition decided without asking the node.
-func (h *hold) reserve() {
-	h.mu.Lock()
-	h.reserved = true
-	h.mu.Unlock()
-}
+func (h *hold) reserve() { h.locked(func(s *core.Hold) bool { s.Reserve(); return true }) }
 
 // mayRetake records that the key may be missing here although the lock
 // holds: a hand-off left the master free (Client.handedLock).
-func (h *hold) mayRetake() {
-	h.mu.Lock()
-	h.retake = true
-	h.mu.Unlock()
-}
+func (h *hold) mayRetake() { h.locked(func(s *core.Hold) bool { s.MayRetake(); return true }) }
 
-// markUnheard records, for a lock taken on a hand-off's notices, that no
-// notice told of our token on the node: Unlock's rounds ask the node only
-// when the others cannot decide them alone, and the sweep of the nodes
-// never heard releases it otherwise (Client.narrowHanded). Extend and Fence
-// ask it as any other.
-func (h *hold) markUnheard() {
-	h.mu.Lock()
-	h.unheard = true
-	h.mu.Unlock()
-}
+// markUnheard records that no hand-off notice told of our token on the
+// node (core.Hold.MarkUnheard; Client.narrowHanded).
+func (h *hold) markUnheard() { h.locked(func(s *core.Hold) bool { s.MarkUnheard(); return true }) }
 
 // tokenSeen records that a notice, or an Extend's yes, told of our token on
-// the node, so that Unlock asks it as one that holds it, even where its
-// last call answered no (an Extend asked it to take the key before the
-// hand-off landed: an adversary review), and reports whether Unlock does:
-// not while an Extend's call asks it (its answer decides), and the sweep
-// then releases it.
-func (h *hold) tokenSeen() bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.unheard = false
-	if !h.finishedLocked() {
-		return false
-	}
-	h.mayHold = true
-	return true
-}
+// the node (core.Hold.TokenSeen), and reports whether Unlock asks it.
+func (h *hold) tokenSeen() bool { return h.locked((*core.Hold).TokenSeen) }
 
-// isUnheard reports whether the node is unheard (markUnheard), whatever
-// its last call answered: a hand-off may have put our token there since,
-// with a notice this Client missed.
-func (h *hold) isUnheard() bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.unheard && !h.reserved
-}
+// isUnheard reports whether the node is unheard (core.Hold.IsUnheard).
+func (h *hold) isUnheard() bool { return h.locked((*core.Hold).IsUnheard) }
 
-// giveUpReserved ends the asking: no Extend asks the node after this. It
-// gives the node up if it is reserved, and reports whether it was: nothing
-// was sent there. A call already asking it keeps the hold pending, for
-// Unlock to wait on.
-func (h *hold) giveUpReserved() bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.closed = true
-	if h.reserved {
-		h.abandoned = true
-	}
-	return h.reserved
-}
+// giveUpReserved ends the asking (core.Hold.GiveUpReserved).
+func (h *hold) giveUpReserved() bool { return h.locked((*core.Hold).GiveUpReserved) }
 
 // askable reports whether ask would take the node now.
-func (h *hold) askable() bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return !h.abandoned && !h.closed && (h.reserved || h.retake && h.finishedLocked())
-}
+func (h *hold) askable() bool { return h.locked((*core.Hold).Askable) }
 
-// ask takes the node for an acquire call of its own (Extend's): a
-// reserved node, or one to take again (retake) whose last call returned.
-// false when neither, or the lock gave it up. After true, the call must
-// finish the hold with finishCall(true, …); until then the hold is pending again,
-// and await waits for it.
+// ask takes the node for a call of its own (core.Hold.Ask). After true,
+// the call must finish the hold with finishCall(true, …); until then the
+// hold is pending again, and await waits for it.
 func (h *hold) ask() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	switch {
-	case h.abandoned || h.closed:
-		return false
-	case h.reserved:
-		h.reserved = false
-		return true
-	case h.retake && h.finishedLocked():
-		h.retake = false
+	ok, reopened := h.st.Ask()
+	if reopened {
 		h.done = make(chan struct{})
-		return true
 	}
-	return false
+	return ok
 }
 
 // await waits, within ctx, for the acquire call on this node, so that an
@@ -239,7 +130,7 @@ func (h *hold) ask() bool {
 // the call is still running.
 func (h *hold) await(ctx context.Context) error {
 	h.mu.Lock()
-	reserved, done := h.reserved, h.done
+	reserved, done := h.st.Reserved(), h.done
 	h.mu.Unlock()
 	if reserved {
 		// Never sent: nothing to wait for. An Extend that asks it now
@@ -291,29 +182,20 @@ func (l *Lock) unheardNodes() (mask uint64) {
 	return mask
 }
 
-// unlockReserves are the reserves of one of Unlock's rounds (unheardNodes)
-// and how long the round waits for the other nodes before it asks them
-// (hedgeAfter; ttl is the round's): three of the Client's usual rounds.
-// None until the Client has timed a round: half the node deadline would
-// leave a reserve asked then too little of its own (an adversary review: a
-// heard master hung and an unheard one answering in 600 ms of a 1 s node
-// deadline, the Unlock reported a lock held on a majority as not held).
-// None either when the validity left is less than twice the hedge, since
-// the round counts only if decided within it (a second review: with two
-// heard masters hung, an Unlock 100 ms before the end waited out a 125 ms
-// hedge). A reserve still gets the node deadline less the hedge to answer.
+// unlockReserves are the reserves of one of Unlock's rounds, and how long
+// the round waits for the other nodes before it asks them
+// (core.UnlockReserves, I14): the nodes never heard (unheardNodes), after
+// three of the Client's usual rounds (hedgeAfter; ttl is the round's). A
+// reserve still gets the node deadline less the hedge to answer.
 func (l *Lock) unlockReserves(ttl time.Duration) (reserve uint64, hedge time.Duration) {
-	if reserve = l.unheardNodes(); reserve == 0 || l.c.usualRound.Load() == 0 {
+	unheard := l.unheardNodes()
+	if unheard == 0 {
 		return 0, 0
 	}
-	hedge = l.c.hedgeAfter(ttl)
 	l.mu.Lock()
 	left := time.Until(l.until)
 	l.mu.Unlock()
-	if left < 2*hedge {
-		return 0, 0
-	}
-	return reserve, hedge
+	return core.UnlockReserves(unheard, l.c.usualRound.Load() != 0, l.c.hedgeAfter(ttl), left)
 }
 
 // giveUpReserves gives up the nodes the acquisition never asked

@@ -238,11 +238,7 @@ func TestLateReplyAfterFailedAttemptIsReleased(t *testing.T) {
 }
 
 // givenUp reports whether the lock gave the node up (abandon).
-func (h *hold) givenUp() bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.abandoned
-}
+func (h *hold) givenUp() bool { return !h.Send() }
 
 // warmScripts loads the scripts on every node, so that a held EVALSHA runs
 // when it is let go, instead of failing NOSCRIPT and leaving its EVAL to a
