@@ -35,7 +35,7 @@ func RoundEnd(start time.Time, nodeTimeout, ttl time.Duration, factor float64) t
 // ones first and keys spread evenly.
 // slow has a bit per master asked after the others.
 func Reserves(n int, guarded, quorumFirst bool, keyHash uint64, seeds []uint64, slow uint64) uint64 {
-	if !quorumFirst || !guarded || n < 3 || n > 64 {
+	if !HoldsReserves(n, guarded, quorumFirst) {
 		return 0
 	}
 	var chosen uint64
@@ -53,6 +53,13 @@ func Reserves(n int, guarded, quorumFirst bool, keyHash uint64, seeds []uint64, 
 		chosen |= 1 << best
 	}
 	return (1<<n - 1) &^ chosen
+}
+
+// HoldsReserves reports whether a round over n masters may hold some in
+// reserve (I11): only under the restart guard (guarded), with quorumFirst
+// and 3 to 64 masters.
+func HoldsReserves(n int, guarded, quorumFirst bool) bool {
+	return quorumFirst && guarded && n >= 3 && n <= 64
 }
 
 // KeyHash is the 64-bit FNV-1a hash of s: a key's, or a master's address,

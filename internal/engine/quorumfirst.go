@@ -61,6 +61,9 @@ func (n *node) markSlow() { n.slowUntil.Store(time.Now().Add(slowFor).UnixNano()
 // node (core.Reserves, I11): all but a quorum, the preferred nodes (see
 // above). 0: every node is asked at once.
 func (c *Client) reserves(key string) uint64 {
+	if !core.HoldsReserves(len(c.nodes), c.cfg.guard > 0, c.cfg.quorumFirst) {
+		return 0 // the default: no clock read, no hash
+	}
 	now := time.Now().UnixNano()
 	var slow uint64
 	for i, nd := range c.nodes {

@@ -25,7 +25,7 @@ type retiredToken struct {
 	l     *Lock
 	at    time.Time     // retired then
 	until time.Time     // forgotten then: a hand-off lands only while its holder's key lives
-	rt    *core.Retired // where it is released, and its sweep (sweepLateHandOff)
+	rt    core.Retired // where it is released, and its sweep (sweepLateHandOff): write r back after a change
 }
 
 // retire remembers token of key, wanted for ttl, with the lock it gave (nil
@@ -41,7 +41,7 @@ func (c *Client) retire(key, token string, ttl time.Duration, l *Lock) {
 	if len(c.retired)%64 == 0 { // now and then, forget what no hand-off can reach
 		maps.DeleteFunc(c.retired, func(_ string, r retiredToken) bool { return now.After(r.until) })
 	}
-	c.retired[token] = retiredToken{key: key, ttl: ttl, l: l, at: now, until: now.Add(keep), rt: &core.Retired{}}
+	c.retired[token] = retiredToken{key: key, ttl: ttl, l: l, at: now, until: now.Add(keep)}
 }
 
 // lateTickets returns the wants this Client retired since, or whose late
@@ -114,6 +114,7 @@ func (c *Client) lateHandOff(key, token string, node int) {
 		decided, _ = r.l.unlockDecided()
 	}
 	now, sweep := r.rt.Late(node, len(c.nodes), held, covered, decided)
+	c.retired[token] = r
 	c.retiredMu.Unlock()
 	if held || c.enter() != nil {
 		return
@@ -136,8 +137,9 @@ func (c *Client) lateHandOff(key, token string, node int) {
 func (c *Client) heardHandOff(token string, heard []bool) {
 	c.retiredMu.Lock()
 	defer c.retiredMu.Unlock()
-	if r, ok := c.retired[token]; ok {
+	if r, ok := c.retired[token]; ok && heard != nil {
 		r.rt.Heard(heard)
+		c.retired[token] = r
 	}
 }
 
@@ -190,6 +192,9 @@ func (c *Client) sweepUnheard(key, token string) {
 	c.retiredMu.Lock()
 	r, ok := c.retired[token]
 	sweep := ok && r.key == key && r.l != nil && r.rt.Unlocked()
+	if sweep {
+		c.retired[token] = r
+	}
 	c.retiredMu.Unlock()
 	if sweep {
 		c.bg.Add(1) // Close cuts it short, and waits for it
@@ -233,6 +238,7 @@ func (c *Client) sweepLateHandOff(key, token string, after time.Duration) {
 	var release []bool
 	if ok {
 		release = r.rt.Sweep(len(c.nodes))
+		c.retired[token] = r
 	}
 	c.retiredMu.Unlock()
 	if !ok {

@@ -237,8 +237,8 @@ var table1 = []mutant{
 	{
 		name:    "quorum-first-without-the-guard",
 		file:    "internal/core/plan.go",
-		from:    "!guarded || ",
-		to:      "",
+		from:    "	return quorumFirst && guarded && n >= 3 && n <= 64\n",
+		to:      "	return quorumFirst && n >= 3 && n <= 64\n",
 		killers: "TestQuorumFirstWithoutTheGuardAsksEveryMaster",
 	},
 	{
