@@ -23,8 +23,8 @@ type retiredToken struct {
 	key   string
 	ttl   time.Duration
 	l     *Lock
-	at    time.Time     // retired then
-	until time.Time     // forgotten then: a hand-off lands only while its holder's key lives
+	at    time.Time    // retired then
+	until time.Time    // forgotten then: a hand-off lands only while its holder's key lives
 	rt    core.Retired // where it is released, and its sweep (sweepLateHandOff): write r back after a change
 }
 
