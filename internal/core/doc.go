@@ -118,6 +118,9 @@
 //   - R2 (sweep): the first late notice of a token let go, or the end of
 //     the Unlock of a lock a hand-off gave while a master was never heard,
 //     schedules one sweep, which releases the token on every master not
-//     released yet, once.
+//     released yet. Each late notice of a token let go makes every other
+//     master one to release again (a round may have put the token anywhere,
+//     its other notices lost), by another sweep if one ran: a round of
+//     which the Client hears one notice is released everywhere.
 //   - R3 (Close): a sweep scheduled that has not run is Close's to do.
 package core

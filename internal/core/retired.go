@@ -32,10 +32,22 @@ func (r *Retired) Heard(heard []bool) {
 // let go (nor unlocked, nor passed on); covered: its Unlock, which comes
 // after the notice, releases master; decided: its Unlock is decided (true
 // when there is no lock: the waiter gave up). release: release the token
-// on master now; sweep: schedule the sweep, once per token.
+// on master now; sweep: schedule the sweep, once per token, and again for a
+// notice after it ran.
 func (r *Retired) Late(master, n int, held, covered, decided bool) (release, sweep bool) {
 	r.grow(n)
 	release = !held && decided
+	if !held {
+		// A hand-off landed after the waiter was done with the token: a
+		// round (another, from a holder that missed the withdrawal, may
+		// follow or have come first) may have put it on any master, its
+		// other notices lost. What was released before says nothing of
+		// it: every master is to be released again, by a sweep of its own
+		// if one ran.
+		clear(r.released)
+		r.sweeping = r.sweeping && !r.swept
+		r.swept = false
+	}
 	sweep = !held && !r.sweeping
 	r.released[master] = r.released[master] || covered || release
 	r.sweeping = r.sweeping || sweep

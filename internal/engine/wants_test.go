@@ -548,6 +548,36 @@ func TestALateHandOffIsReleasedOnEveryMaster(t *testing.T) {
 	})
 }
 
+// TestALaterLateHandOffRoundIsReleasedEverywhere (R2): a second late
+// hand-off round to a token given up (a holder that missed its withdrawal
+// hands the key to it again, after the first round's sweep ran) is
+// released on every master it reached, though the Client hears one of its
+// notices only.
+func TestALaterLateHandOffRoundIsReleasedEverywhere(t *testing.T) {
+	r := startReal(t, 5)
+	b := r.client()
+	const token = "late-token"
+	gone := func(what string) {
+		within(t, scaled(5*time.Second), what, func() bool {
+			for r.count("k", token) > 0 {
+				time.Sleep(time.Millisecond) // the sweep has no signal for tests
+			}
+			return true
+		})
+	}
+	for i := range r.servers { // where the first late hand-off put it
+		r.take(i, "k", token, time.Minute)
+	}
+	b.retire("k", token, time.Minute, nil) // a want it gave up
+	b.lateHandOff("k", token, 1)           // the one notice it heard
+	gone("the first round's token released on every master")
+	for _, i := range []int{0, 2, 3} { // where a second round put it
+		r.take(i, "k", token, time.Minute)
+	}
+	b.lateHandOff("k", token, 0) // the one notice it heard of that round
+	gone("the second round's token released on every master")
+}
+
 // TestCloseReleasesALateHandOffWhoseSweepItCutShort: Close does not wait
 // for a late hand-off's sweep, due the node deadline after its first
 // notice, on top of its own wait of the node deadline (an adversary review:

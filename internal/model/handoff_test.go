@@ -7,8 +7,9 @@ import (
 
 // TestHandOffModel explores the hand-off world (handoff.go): a holder's
 // line of other Clients' wants (core.Line) and a waiter's Client's count
-// of its hand-off notices (core.Expected), with the withdrawal and the
-// notices late or duplicated, the waiter's Client closing, and its lock
+// of its hand-off notices (core.Expected) and of the tokens it is done
+// with (core.Retired), with the withdrawal and the notices late,
+// duplicated or lost, the waiter's Client closing, and its lock
 // passed on to another Client by its token; then the same world with a
 // holder that missed the withdrawal. It fails with the shortest trace to a
 // hand-off to a withdrawn want, two holders, a holder whose token a quorum

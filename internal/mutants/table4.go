@@ -190,6 +190,20 @@ var table4 = []mutant{
 		pkg:     "internal/model",
 	},
 	{
+		name:    "late-notice-keeps-the-earlier-marks",
+		file:    "internal/core/retired.go",
+		from:    "		clear(r.released)\n		r.sweeping = r.sweeping && !r.swept\n",
+		to:      "		r.sweeping = r.sweeping && !r.swept\n",
+		killers: "TestALaterLateHandOffRoundIsReleasedEverywhere",
+	},
+	{
+		name:    "late-round-after-the-sweep-never-swept",
+		file:    "internal/core/retired.go",
+		from:    "		r.sweeping = r.sweeping && !r.swept\n		r.swept = false\n",
+		to:      "",
+		killers: "TestALaterLateHandOffRoundIsReleasedEverywhere",
+	},
+	{
 		name:    "hold-releases-no-late-reply",
 		file:    "internal/core/hold.go",
 		from:    "	h.mayHold = yes || failed\n	h.pending = false\n	return h.abandoned && h.mayHold\n",
