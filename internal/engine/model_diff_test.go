@@ -30,22 +30,29 @@ func TestModelMastersAnswerAsRedisDoes(t *testing.T) {
 		token     int8
 		ttl       int8
 		wantModel bool // the vote the rendering must give (a check of the table itself)
+		since     int  // extend: the step whose memory held the key when it was set (repair); -1: none
 	}
 	steps := []step{
-		{0, "acquire", 1, 4, true},
-		{1, "acquire", 2, 4, false},  // another holds it
-		{1, "acquire", 1, 2, true},   // our own key: lengthened, never shortened
-		{2, "extend", 1, 1, true},    // shorter: the key keeps its expiry
-		{2, "extend", 2, 8, false},   // not ours: untouched
-		{3, "extend", 1, 6, true},    // longer: now + 6
-		{4, "release", 2, 0, false},  // not ours
-		{4, "release", 1, 0, true},   // ours: deleted
-		{5, "extend", 1, 4, false},   // gone: no repair (born '0')
-		{5, "acquire", 2, 2, true},   // free: taken
-		{8, "acquire", 1, 3, true},   // expired: taken
-		{9, "restart", 0, 0, false},  // no key, no marker
-		{14, "acquire", 2, 4, true},  // a young memory (the restart takes a few ticks)
-		{15, "release", 1, 0, false}, // not ours
+		{0, "acquire", 1, 4, true, -1},
+		{1, "acquire", 2, 4, false, -1},  // another holds it
+		{1, "acquire", 1, 2, true, -1},   // our own key: lengthened, never shortened
+		{2, "extend", 1, 1, true, -1},    // shorter: the key keeps its expiry
+		{2, "extend", 2, 8, false, -1},   // not ours: untouched
+		{3, "extend", 1, 6, true, -1},    // longer: now + 6
+		{4, "release", 2, 0, false, -1},  // not ours
+		{4, "release", 1, 0, true, -1},   // ours: deleted
+		{5, "extend", 1, 4, false, -1},   // gone: no repair (born '0')
+		{5, "extend", 1, 4, false, 0},    // gone, in the memory that held it: no repair
+		{5, "acquire", 2, 2, true, -1},   // free: taken
+		{8, "acquire", 1, 3, true, -1},   // expired: taken
+		{9, "restart", 0, 0, false, -1},  // no key, no marker
+		{14, "acquire", 2, 4, true, -1},  // a young memory (the restart takes a few ticks)
+		{15, "release", 1, 0, false, -1}, // not ours
+		{16, "restart", 0, 0, false, -1}, // the key lost
+		{21, "extend", 2, 4, true, 13},   // repaired: the memory began since the key was set
+		{22, "extend", 2, 2, true, 13},   // ours again: kept
+		{22, "release", 2, 0, true, -1},  // deleted
+		{23, "extend", 2, 4, false, 16},  // gone in the memory the repair set it in: no repair
 	}
 	srv := redistest.StartN(t, 1)[0]
 	rc := srv.Client(nil)
@@ -53,6 +60,7 @@ func TestModelMastersAnswerAsRedisDoes(t *testing.T) {
 	keys := []any{key, script.WantedKey(key, false), script.PlainMarkerKey}
 	tokenOf := func(n int8) string { return "token-" + strconv.Itoa(int(n)) }
 	m := model.Master{Born: -1}
+	realBorn, modelBorn := make([]int64, len(steps)), make([]int8, len(steps)) // after each step
 	start := time.Now()
 	ticks := func() int8 { return int8(time.Since(start) / tick) }
 	for i, st := range steps {
@@ -71,9 +79,13 @@ func TestModelMastersAnswerAsRedisDoes(t *testing.T) {
 				yes, age = v[0] == 1, v[1]
 			}
 		case "extend":
-			v, err = master.Run(bg, rc, script.Extend.Evalsha(3, append(keys, tokenOf(st.token), int(st.ttl)*int(tick/time.Millisecond), "1", "0", "0")...)).Int64Slice()
+			since := "0"
+			if st.since >= 0 {
+				since = strconv.FormatInt(realBorn[st.since], 10)
+			}
+			v, err = master.Run(bg, rc, script.Extend.Evalsha(3, append(keys, tokenOf(st.token), int(st.ttl)*int(tick/time.Millisecond), "1", since, "0")...)).Int64Slice()
 			if err == nil {
-				yes, age = v[0] == 1, v[1]
+				yes, age = v[0] >= 1, v[1] // 2: repaired
 			}
 		case "release":
 			var n int64
@@ -86,18 +98,28 @@ func TestModelMastersAnswerAsRedisDoes(t *testing.T) {
 		if err != nil {
 			t.Fatalf("step %d %+v: %v", i, st, err)
 		}
+		if len(v) > 3 {
+			realBorn[i] = v[3]
+		} else if i > 0 {
+			realBorn[i] = realBorn[i-1]
+		}
 		var myes bool
 		var mage int8 = -1
 		switch st.op {
 		case "acquire":
 			myes, mage = m.Acquire(st.at, st.token, st.ttl, true)
 		case "extend":
-			myes, mage = m.Extend(st.at, st.token, st.ttl, true)
+			since := int8(-1)
+			if st.since >= 0 {
+				since = modelBorn[st.since]
+			}
+			myes, mage = m.Extend(st.at, st.token, st.ttl, true, since)
 		case "release":
 			myes = m.Release(st.at, st.token)
 		case "restart":
 			m.Restart()
 		}
+		modelBorn[i] = m.Born
 		if myes != st.wantModel {
 			t.Fatalf("step %d %+v: the rendering voted %v; the table says %v", i, st, myes, st.wantModel)
 		}

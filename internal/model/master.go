@@ -42,10 +42,17 @@ func (m *Master) Acquire(now, token, ttl int8, guard bool) (yes bool, age int8) 
 	return false, age
 }
 
-// Extend is lua/extend.lua at now, without its repair (the model leaves it
-// out): a key token holds lives at least ttl more, never shortened.
-func (m *Master) Extend(now, token, ttl int8, guard bool) (yes bool, age int8) {
+// Extend is lua/extend.lua at now: a key token holds lives at least ttl
+// more, never shortened. Its repair: with the guard on, a missing key is
+// set again for token, for ttl, when the master's memory began since the
+// lock was set there (since: when that memory began; -1: the Client does
+// not know, and nothing is repaired).
+func (m *Master) Extend(now, token, ttl int8, guard bool, since int8) (yes bool, age int8) {
 	age = m.memory(now, guard)
+	if !m.live(now) && guard && since >= 0 && (since != m.Born || repairsAnyKey) {
+		m.Val, m.Exp = token, now+ttl
+		return true, age
+	}
 	if m.Val != token || !m.live(now) {
 		return false, age
 	}
@@ -56,6 +63,11 @@ func (m *Master) Extend(now, token, ttl int8, guard bool) (yes bool, age int8) {
 	}
 	return true, age
 }
+
+// repairsAnyKey makes Extend's repair put back any missing key, not only
+// one a restart lost: the positive control of the repair world
+// (TestModelFindsARepairOfAKeyTheMasterDidNotLose).
+var repairsAnyKey = false
 
 // shortens makes Extend shorten keys as a plain PEXPIRE would: the
 // positive control of the model's Extend (TestModelFindsAnExtendThatShortensTheKey).
@@ -98,8 +110,8 @@ func acquire(cfg Config, s *state, m int, token int8) (yes bool, age int8) {
 }
 
 // extendMaster is lua/extend.lua on master m at s.now.
-func extendMaster(cfg Config, s *state, m int, token, ttl int8) (yes bool, age int8) {
-	yes, age = s.m[m].Extend(s.now, token, ttl-int8(cfg.Fast), cfg.Guard > 0)
+func extendMaster(cfg Config, s *state, m int, token, ttl, since int8) (yes bool, age int8) {
+	yes, age = s.m[m].Extend(s.now, token, ttl-int8(cfg.Fast), cfg.Guard > 0, since)
 	if age >= 0 {
 		marked(s)
 	}

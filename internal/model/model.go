@@ -13,7 +13,8 @@
 // delayed (time passes between any two steps), reordered and lost; a
 // request a driver runs twice, the second time after the round decided
 // (go-redis's re-send after a network error); masters restarted without
-// their data; a holder paused past its validity (it releases whenever, or
+// their data, and Extend's repair of the key they lost; a holder paused
+// past its validity (it releases whenever, or
 // never); masters whose clocks run fast, within the drift the Clients
 // allow. One tick is 10 ms. At every state the checker holds (checks.go):
 // no two holders' validity windows overlap; a key holds nothing or a live
@@ -89,6 +90,15 @@ func ResendConfig() Config {
 	return c
 }
 
+// RepairConfig is the world of Extend's repair CI explores (6.6 million
+// states): client 0 extends its lock once, shorter or longer, and a master
+// restarts without its data; no lost messages.
+func RepairConfig() Config {
+	c := ExtendConfig()
+	c.Restarts, c.Losses = 1, 0
+	return c
+}
+
 // DriftConfig is the world of clock drift CI explores (3.7 million
 // states): every master's clock runs fast, so that a key lives a tick
 // (10 ms) less than its TTL, within the drift the Clients allow (a factor
@@ -142,6 +152,7 @@ type client struct {
 	nvotes  int8
 	votes   [nMasters]vote
 	net     [nMasters]int8 // none or acquireReq
+	set     [nMasters]int8 // when the memory that holds the lock's key on each master began, as a yes told it; -1: none
 }
 
 // token is client i's token for its current attempt: never 0, which is no
@@ -181,7 +192,7 @@ func Check(cfg Config) Result {
 	}
 	for i := range s0.c {
 		for m := range s0.c[i].known {
-			s0.c[i].known[m] = -1
+			s0.c[i].known[m], s0.c[i].set[m] = -1, -1
 		}
 	}
 	seed := maphash.MakeSeed()
@@ -283,6 +294,9 @@ func canon(cfg Config, s *state) (perm [nMasters]int) {
 		if c.phase == idle && int(c.attempt) >= cfg.Attempts {
 			c.made, c.known = false, [nMasters]int8{-1, -1, -1}
 		}
+		if c.phase == idle || cfg.Extends == 0 || cfg.Restarts == 0 {
+			c.set = [nMasters]int8{-1, -1, -1} // read by a repair alone, which needs an Extend and a restart
+		}
 	}
 	return symmetric(s)
 }
@@ -295,15 +309,15 @@ var identity = [nMasters]int{0, 1, 2}
 // interchangeable, so states that differ only in their numbering are one
 // (symmetry reduction, as TLC's SYMMETRY).
 func symmetric(s *state) [nMasters]int {
-	const width = 5 + nClients*5
+	const width = 5 + nClients*6
 	var keys [nMasters][width]int8
 	for i := range s.m {
 		k := &keys[i]
 		k[0], k[1], k[2], k[3], k[4] = s.m[i].Val, s.m[i].Exp, s.m[i].Born, s.g[i].left, s.g[i].gone
 		for ci := range s.c {
 			c := &s.c[ci]
-			o := 5 + ci*5
-			k[o], k[o+1], k[o+2] = c.known[i], c.net[i], -1
+			o := 5 + ci*6
+			k[o], k[o+1], k[o+2], k[o+5] = c.known[i], c.net[i], -1, c.set[i]
 			for v := range c.votes[:c.nvotes] {
 				if int(c.votes[v].node) == i {
 					k[o+2], k[o+3], k[o+4] = int8(v), c.votes[v].age, boolInt8(c.votes[v].yes)
@@ -324,7 +338,7 @@ func symmetric(s *state) [nMasters]int {
 	for j, i := range perm {
 		s.m[j], s.g[j] = old.m[i], old.g[i]
 		for ci := range s.c {
-			s.c[ci].known[j], s.c[ci].net[j] = old.c[ci].known[i], old.c[ci].net[i]
+			s.c[ci].known[j], s.c[ci].net[j], s.c[ci].set[j] = old.c[ci].known[i], old.c[ci].net[i], old.c[ci].set[i]
 		}
 	}
 	for ci := range s.c {

@@ -21,7 +21,7 @@ func TestModel(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the model explores millions of states: run it without -race (make model)")
 	}
-	worlds := map[string]Config{"guard": DefaultConfig(), "extend": ExtendConfig(), "resend": ResendConfig(), "drift": DriftConfig()}
+	worlds := map[string]Config{"guard": DefaultConfig(), "extend": ExtendConfig(), "repair": RepairConfig(), "resend": ResendConfig(), "drift": DriftConfig()}
 	if *world == "all" {
 		worlds = map[string]Config{"all": AllConfig()}
 	}
@@ -106,5 +106,18 @@ func TestModelFindsAClockFasterThanTheDriftAllows(t *testing.T) {
 	t.Logf("%v", r)
 	if !strings.Contains(r.Violation, "two holders") {
 		t.Fatal("no second holder found: the checker cannot see clock drift")
+	}
+}
+
+// The positive control of the repair world: an Extend whose repair puts
+// back a key the master did not lose (one Unlock deleted) leaves a token
+// where an Unlock that returned nil released it, and the checker says how.
+func TestModelFindsARepairOfAKeyTheMasterDidNotLose(t *testing.T) {
+	repairsAnyKey = true
+	defer func() { repairsAnyKey = false }()
+	r := Check(RepairConfig())
+	t.Logf("%v", r)
+	if r.Violation == "" {
+		t.Fatal("no violation with any missing key repaired: the checker cannot see the repair")
 	}
 }

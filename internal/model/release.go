@@ -69,8 +69,24 @@ func unset(s *state, ci, m int) {
 func rerun(cfg Config, s *state, ci, m int) {
 	c := &s.c[ci]
 	if c.net[m] == extendReq {
-		extendMaster(cfg, s, m, c.token(ci), c.ext)
+		lateExtend(cfg, s, ci, m)
 		return
 	}
 	acquire(cfg, s, m, c.token(ci))
+}
+
+// lateExtend is client ci's extend request running on master m. One that
+// lands after its Unlock began, on a master that lost its data meanwhile,
+// puts the key back by its repair (lua/extend.lua): the README's limit, a
+// stray key on that master until its TTL that no holder counts. The
+// checker lets it stay (ghost.left), and it voids the master's ghost.gone.
+func lateExtend(cfg Config, s *state, ci, m int) (yes bool, age int8) {
+	c := &s.c[ci]
+	had := s.m[m].Val == c.token(ci) && s.m[m].live(s.now)
+	restarted := c.set[m] >= 0 && s.m[m].Born != c.set[m]
+	yes, age = extendMaster(cfg, s, m, c.token(ci), c.ext, c.set[m])
+	if c.phase == releasing && restarted && !had && s.m[m].Val == c.token(ci) {
+		s.g[m].left, s.g[m].gone = c.token(ci), 0
+	}
+	return yes, age
 }

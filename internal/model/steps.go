@@ -57,7 +57,7 @@ func (a action) describe(cfg Config, s state, names [nMasters]int) string {
 	case aAcquire, aAcquireReplyLost:
 		if s.c[c].net[m] == extendReq {
 			n := s
-			yes, age := extendMaster(cfg, &n, int(m), s.c[c].token(int(c)), s.c[c].ext)
+			yes, age := extendMaster(cfg, &n, int(m), s.c[c].token(int(c)), s.c[c].ext, s.c[c].set[m])
 			lost := ""
 			if a.kind == aAcquireReplyLost {
 				lost = ", the reply lost"
@@ -139,6 +139,7 @@ func startSteps(cfg Config, s *state, ci int, emit func(action, state)) {
 		}
 		nc := &n.c[ci]
 		nc.phase, nc.start, nc.nvotes, nc.votes = acquiring, s.now, 0, [nMasters]vote{}
+		nc.set = [nMasters]int8{-1, -1, -1}
 		for m := range nc.net {
 			nc.net[m] = acquireReq
 		}
@@ -213,7 +214,7 @@ func deliver(cfg Config, s *state, ci, m int, replyLost bool) {
 	c := &s.c[ci]
 	if c.net[m] == extendReq {
 		c.net[m] = none
-		yes, age := extendMaster(cfg, s, m, c.token(ci), c.ext)
+		yes, age := lateExtend(cfg, s, ci, m)
 		switch {
 		case c.phase == releasing:
 			if c.net == [nMasters]int8{} {
@@ -222,6 +223,9 @@ func deliver(cfg Config, s *state, ci, m int, replyLost bool) {
 		case c.phase == holding && c.extOn && !replyLost:
 			if age >= 0 {
 				c.known[m] = s.now - age
+				if yes {
+					c.set[m] = s.now - age
+				}
 			}
 			c.votes[c.nvotes] = vote{node: int8(m), yes: yes, age: age, at: s.now}
 			c.nvotes++
@@ -243,6 +247,9 @@ func deliver(cfg Config, s *state, ci, m int, replyLost bool) {
 	case c.phase == acquiring && !replyLost:
 		if age >= 0 {
 			c.known[m] = s.now - age // what the Client learns of the master (node.memory)
+			if yes {
+				c.set[m] = s.now - age // the memory that holds our key (hold.born)
+			}
 		}
 		c.votes[c.nvotes] = vote{node: int8(m), yes: yes, age: age, at: s.now}
 		c.nvotes++

@@ -74,6 +74,13 @@ var table1 = []mutant{
 		killers: "TestProtocolModel",
 	},
 	{
+		name:    "model-master-repairs-any-missing-key",
+		file:    "internal/model/master.go",
+		from:    "var repairsAnyKey = false",
+		to:      "var repairsAnyKey = true",
+		killers: "TestModelMastersAnswerAsRedisDoes",
+	},
+	{
 		name:    "model-master-shortens-its-own-key",
 		file:    "internal/model/master.go",
 		from:    "	case m.Val == token:\n		m.Exp = max(m.Exp, now+ttl)\n",
