@@ -213,11 +213,10 @@ func (l *Lock) releaseNode(n *node, ttl time.Duration) {
 // queued there: a clean-up deletes only its own token, which nothing
 // queued sets again (the lock that held it gave the node up), and a
 // waiter's next attempt, queued already behind a late reply or queued
-// next, finds the key free of its last attempt's token. Queued by a worker
-// after it, as it was, the next attempt could meet that token on a master,
-// be refused, and sleep its backoff: the clean-up announces nothing (an
-// adversary run of the wait tests saw a LockMulti waiter refused so on two
-// masters, and asleep for its whole backoff with the keys free).
+// next, finds the key free of its last attempt's token. Queued after it,
+// the next attempt could meet that token on a master, be refused, and
+// sleep its whole backoff with the keys free: the clean-up announces
+// nothing that would wake it.
 func (c *Client) releaseNodeArgs(n *node, ttl time.Duration, args *roundArgs) {
 	c.bg.Add(1)
 	if n.pipe != nil {

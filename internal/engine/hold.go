@@ -169,10 +169,10 @@ func (l *Lock) refusedNodes() []error {
 // hand-off's notices that none came from (Client.narrowHanded): Unlock's
 // rounds hold them back (fanOutQuorumFirst's reserve), asking them only
 // when the others cannot decide the round alone; the sweep of the nodes
-// never heard releases our token on those never asked. (Left out
-// altogether, they made an Unlock report a lock held on a majority as not
-// held when one heard master failed and our token was on an unheard one,
-// whose notices this Client missed: an adversary review.)
+// never heard releases our token on those never asked. They are held
+// back, not left out: when a heard master fails, our token may be on an
+// unheard one whose notices this Client missed, and the Unlock needs it to
+// report a lock held on a majority as held.
 func (l *Lock) unheardNodes() (mask uint64) {
 	for i, h := range l.holds {
 		if h.isUnheard() {

@@ -148,14 +148,13 @@ func (c *Client) heardHandOff(token string, heard []bool) {
 // it the key, as reserves of its rounds (Lock.unlockReserves): there the
 // key is free or another's, unless this Client missed a notice, and the
 // sweep of the nodes never heard releases our token after the Unlock
-// anyway (sweepUnheard). (A contended turn asked them all, and then swept
-// them: 24.1 server commands per acquisition in the contended benchmark,
-// 18.2 without the Unlock's.) A notice heard later, or an Extend's yes,
-// makes them nodes the Unlock asks as any other (lateHandOff,
-// hold.tokenSeen). Only Unlock holds them back: Extend and Fence ask them
-// (a node this Client is deaf to may hold our token: an Extend that
-// counted them as refusals gave a held lock up, an adversary review), and
-// a lock Extend gives up is released on them (abandon).
+// anyway (sweepUnheard), so asking them in the Unlock too would cost a
+// contended turn a release on each. A notice heard later, or an Extend's
+// yes, makes them nodes the Unlock asks as any other (lateHandOff,
+// hold.tokenSeen). Only Unlock holds them back: Extend and Fence ask them,
+// since a node this Client is deaf to may hold our token (counted as a
+// refusal, it could make Extend give a held lock up), and a lock Extend
+// gives up is released on them (abandon).
 func (c *Client) narrowHanded(token string) {
 	c.retiredMu.Lock()
 	defer c.retiredMu.Unlock()
@@ -174,8 +173,8 @@ func (c *Client) narrowHanded(token string) {
 // release of its token on the nodes never heard handing it the key
 // (sweepLateHandOff): a hand-off that lands on one after the Unlock, with a
 // notice this Client does not hear, would keep the key for the TTL, and no
-// late notice would start a sweep (the fault generator's property 6, in two
-// rehearsals, on the one master left late). Whether this Client hears a
+// late notice would start a sweep (the fault generator's property 6
+// checks it). Whether this Client hears a
 // node is not known: go-redis subscribes again after a lost connection
 // without a word, and a refusal for want of channel rights (ACL) then goes
 // unseen. Most such nodes were never handed the key (the hand-off's round
@@ -185,8 +184,8 @@ func (c *Client) narrowHanded(token string) {
 // the Unlock ended: the hand-off that gave the lock has reached every node
 // it will in time by then, unless its giver's node deadline is longer than
 // this Client's (TestAHandOffThatReachesAMasterUnheardAfterTheWaitersUnlockIsReleased
-// stages a late one; counting from when the lock was taken missed one that
-// landed after the Unlock, an adversary review). The caller holds a
+// stages a late one). It counts from the Unlock's end, not from when the
+// lock was taken: a hand-off may land after the Unlock. The caller holds a
 // registration in c.bg.
 func (c *Client) sweepUnheard(key, token string) {
 	c.retiredMu.Lock()

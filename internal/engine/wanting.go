@@ -130,10 +130,9 @@ func (c *Client) publishOn(n *node, msg script.Notice, timeout time.Duration) bo
 // It holds Close off until the want is no longer expected. A Close that
 // began first withdraws the want and releases its token on every node
 // (outstanding), so the lock is not the caller's: the call returns
-// ErrClosed. (Without this, a Close between the hand-off's wake-up and
-// unexpect released the token of the lock the call then returned, valid
-// for most of its TTL and held by nobody on the masters: an adversary
-// review, TestCloseDuringATakenHandOffReturnsNoLock.)
+// ErrClosed: a Close between the hand-off's wake-up and unexpect must not
+// release the token of a lock the call then returns
+// (TestCloseDuringATakenHandOffReturnsNoLock).
 func (lp *waitLoop) takeHanded() (*Lock, error) {
 	c, a := lp.c, lp.want
 	if h := c.cfg.test.takingHandOff; h != nil {
@@ -313,8 +312,7 @@ func (c *Client) withdraw(key, token string, ttl time.Duration, heard bool) {
 // after it withdrew them again on every node (withdrawEverywhere): a Client
 // that missed that one (its subscription there dropped meanwhile) keeps the
 // want for wantFresh, and would hand the key to it, where nobody would
-// release it from now on (an adversary review: the key taken for its TTL, 4
-// runs of 4).
+// release it from now on: the key taken for its TTL.
 func (c *Client) withdrawAll(out, late []wait.Ticket) {
 	if len(out) == 0 && len(late) == 0 {
 		return
@@ -340,8 +338,8 @@ func (c *Client) withdrawAll(out, late []wait.Ticket) {
 // call still running then ends in the background). The caller is Close,
 // which releases the tickets' tokens only after: a release before a
 // withdrawal lands may come before a hand-off to the token by a Client
-// that has not heard it yet (an adversary review: the key taken for its
-// TTL, with a few hundred tickets withdrawn one round trip at a time).
+// that has not heard it yet, and the key would be taken for its TTL. All
+// at once, not one round trip per ticket: Close may withdraw hundreds.
 func (c *Client) withdrawEverywhere(tickets []wait.Ticket) {
 	if len(tickets) == 0 {
 		return
