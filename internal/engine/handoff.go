@@ -35,7 +35,13 @@ func (l *Lock) recipient(u unlocking) recipient {
 			return recipient{remote: w}
 		}
 	}
-	if !since.IsZero() && core.LocalFirst(c.wk.OthersSeen(l.key), c.wk.WantsKnown(l.key)) {
+	if since.IsZero() {
+		return recipient{}
+	}
+	// WantsKnown locks and scans the line: asked only once others were
+	// seen, since LocalFirst(false, …) is true.
+	seen := c.wk.OthersSeen(l.key)
+	if core.LocalFirst(seen, seen && c.wk.WantsKnown(l.key)) {
 		if next := c.turns.Claim(l.key); next != nil {
 			return recipient{local: next}
 		}

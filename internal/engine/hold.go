@@ -87,15 +87,27 @@ func (h *hold) Send() bool { return h.locked((*core.Hold).Send) }
 func (h *hold) refused() bool { return h.locked((*core.Hold).Refused) }
 
 // reserve records that the acquisition decided without asking the node.
-func (h *hold) reserve() { h.locked(func(s *core.Hold) bool { s.Reserve(); return true }) }
+func (h *hold) reserve() {
+	h.mu.Lock()
+	h.st.Reserve()
+	h.mu.Unlock()
+}
 
 // mayRetake records that the key may be missing here although the lock
 // holds: a hand-off left the master free (Client.handedLock).
-func (h *hold) mayRetake() { h.locked(func(s *core.Hold) bool { s.MayRetake(); return true }) }
+func (h *hold) mayRetake() {
+	h.mu.Lock()
+	h.st.MayRetake()
+	h.mu.Unlock()
+}
 
 // markUnheard records that no hand-off notice told of our token on the
 // node (core.Hold.MarkUnheard; Client.narrowHanded).
-func (h *hold) markUnheard() { h.locked(func(s *core.Hold) bool { s.MarkUnheard(); return true }) }
+func (h *hold) markUnheard() {
+	h.mu.Lock()
+	h.st.MarkUnheard()
+	h.mu.Unlock()
+}
 
 // tokenSeen records that a notice, or an Extend's yes, told of our token on
 // the node (core.Hold.TokenSeen), and reports whether Unlock asks it.
