@@ -2151,7 +2151,10 @@ func unlockOfAHandedLock(t *testing.T, handOn bool) {
 			}})
 		}
 	}
-	w, err := New(clients)
+	// The hedge, half the node deadline once a round was timed, is what
+	// would ask the other two masters: long enough that no master of the
+	// three is slower than it under -race.
+	w, err := New(clients, WithNodeTimeout(scaled(time.Second)))
 	if err != nil {
 		t.Fatal(err)
 	}
