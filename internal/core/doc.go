@@ -123,4 +123,24 @@
 //     its other notices lost), by another sweep if one ran: a round of
 //     which the Client hears one notice is released everywhere.
 //   - R3 (Close): a sweep scheduled that has not run is Close's to do.
+//
+// A waiting Lock call (Waiter) keeps these:
+//
+//   - A1 (announcement): the want goes out when it was never sent, is
+//     doubted, or was last sent wantRefresh ago or more. Its first
+//     announcement is stamped before the copy is sent, and no repetition
+//     moves it: a hand-off's validity counts from it (I8).
+//   - A2 (gap): once the key's watch may have missed notices since the
+//     last attempt (its gaps moved while it hears every master), the
+//     waiter attempts at once, asking first for a hand-off it did not
+//     hear, and its want goes out again: other Clients may doubt it (W2).
+//   - A3 (probe): every attempt but one after a contention delay first
+//     asks the masters whether a hand-off gave the want the key with
+//     notices the Client did not hear.
+//   - A4 (patience): the waiter waits the longest backoff only while its
+//     want is out and one holder is known to hold the key (its notices, or
+//     the refusals of a majority for one holder, HeldByOne), and no
+//     release was heard since: that holder hands the key on without the
+//     timer. Otherwise it waits the backoff after its latest failed
+//     attempt.
 package core

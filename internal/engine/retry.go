@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/redlock-go/redlock/internal/core"
 	"github.com/redlock-go/redlock/internal/wait"
 )
 
@@ -30,16 +31,14 @@ func (c *Client) wait(ctx context.Context, key string, ttl time.Duration, backOf
 	for {
 		var l *Lock
 		var err error
-		switch lp.state {
-		case wait.AttemptNow:
+		switch lp.core.State {
+		case core.AttemptNow:
 			l, err = lp.attempt()
-		case wait.WaitFirst:
-			err = lp.awaitRelease()
-		case wait.JitterFirst:
-			err = lp.awaitSlot()
-		case wait.HandedOver:
+		case core.WaitFirst, core.JitterFirst:
+			err = lp.await()
+		case core.HandedOver:
 			if l, err = lp.takeHanded(); l == nil && err == nil {
-				lp.waitForRelease()
+				lp.arm(lp.core.NotHanded(lp.heard()))
 			}
 		}
 		if l != nil || err != nil {
@@ -48,18 +47,18 @@ func (c *Client) wait(ctx context.Context, key string, ttl time.Duration, backOf
 	}
 }
 
-// A waitLoop is one Lock call's attempts and the waits between them, a
-// machine of four states (approach):
+// A waitLoop is one Lock call's attempts and the waits between them: the
+// shell of a core.Waiter, which decides them. It makes the attempts, reads
+// the key's watch, arms the timer, and sends the want (wanting.go):
 //
-//   - attemptNow: make an attempt; on failure, arm the backoff timer and
-//     wait for a release (waitFirst).
-//   - waitFirst: ask holders of other Clients for the key (wants.go); wait
+//   - AttemptNow: make an attempt; on failure, wait (WaitFirst).
+//   - WaitFirst: ask holders of other Clients for the key (wanting.go); wait
 //     for the timer, then attempt; or for a release notice, then draw a
-//     contention delay (jitterFirst).
-//   - jitterFirst: wait out the contention delay, then attempt; or stand
-//     down when another waiter takes the key first (waitFirst).
-//   - handedOver: a holder handed the key to this waiter's want: take the
-//     lock, or wait again (waitFirst).
+//     contention delay (JitterFirst).
+//   - JitterFirst: wait out the contention delay, then attempt; or stand
+//     down when another waiter takes the key first (WaitFirst).
+//   - HandedOver: a holder handed the key to this waiter's want: take the
+//     lock, or wait again (WaitFirst).
 //
 // The key's watch (its notices) is nil until the first failed attempt,
 // unless the Client watched the key already: uncontended locks subscribe to
@@ -70,24 +69,12 @@ type waitLoop struct {
 	key string
 	ttl time.Duration
 
-	state   wait.Approach
-	w       *wait.Watcher   // the key's notices; may be nil
-	events  <-chan struct{} // closed at the key's next notice
-	timer   *time.Timer     // armed in every waiting state
-	fails   int             // failed attempts, for the backoff
-	age     int             // releases seen go to other waiters
-	delayed bool            // the next attempt follows a contention delay
-	last    error           // the last attempt decided without ctx ending
-	want    *wantOut        // this call's announcement to other Clients' holders; nil: none
-	held    bool            // an attempt made while subscribed found the key held by one holder (takenByAMajority), and no release was heard since
-	// gaps is the watch's count of the times its subscription may have
-	// missed notices (keyWatch.gaps: it became active, or a node confirmed
-	// it again after a lost connection) as of the last attempt. When it
-	// moves, a release since the attempt may have gone unheard, and a
-	// holder that took the key quietly after it (Lock.quiet) will announce
-	// its release only if marked: the waiter tries again, and takes the
-	// key or marks it for its holder's release.
-	gaps int
+	core   core.Waiter
+	w      *wait.Watcher   // the key's notices; may be nil
+	events <-chan struct{} // closed at the key's next notice
+	timer  *time.Timer     // armed in every waiting state
+	handed <-chan struct{} // closed once a majority of nodes handed the key to the want; nil: no want
+	last   error           // the last attempt decided without ctx ending
 }
 
 // newWaitLoop starts the machine where what the Client knows of key says:
@@ -99,40 +86,20 @@ func (c *Client) newWaitLoop(ctx context.Context, key string, ttl time.Duration,
 	// be had (the call waited behind the attempts that saw it).
 	lp := &waitLoop{c: c, ctx: ctx, key: key, ttl: ttl, w: c.wk.Existing(key), last: c.turns.LastSeen(key)}
 	lp.events = lp.w.Events()
-	lp.gaps = lp.w.Gaps() // a call that starts by waiting trusts what the watch heard so far
-	lp.state = lp.w.Approach()
-	if backOffFirst {
-		lp.state = wait.WaitFirst
-	}
-	switch lp.state {
-	case wait.JitterFirst:
-		lp.arm(lp.w.Delay(0))
-	case wait.WaitFirst:
-		lp.waitForRelease()
-	}
+	lp.arm(lp.core.Start(lp.w.Approach(), backOffFirst, lp.heard()))
 	return lp
 }
 
-// waitForRelease arms the backoff timer, asks for the key (wants.go), and
-// waits (waitFirst).
-func (lp *waitLoop) waitForRelease() {
-	lp.state = wait.WaitFirst
-	lp.arm(lp.timeout())
-	lp.announce()
-}
-
-// timeout is how long the waiter waits before its next attempt: the
-// backoff; or, while its want is out and another Client holds the key (its
-// notices said so, or an attempt made while subscribed found it held by
-// one holder, and no release was heard since), the longest backoff, since
-// that holder hands the key over without the timer, which is then only for
-// lost notices. A key whose release came before this Client's subscription
-// is free with nobody to hand it over: the backoff finds it.
-func (lp *waitLoop) timeout() time.Duration {
-	if lp.want != nil && !lp.want.first.IsZero() && (lp.held || lp.w.HeldByOther()) {
-		return lp.c.cfg.retryMax
+// heard is what the key's watch knows now, for the waiter's next decision.
+func (lp *waitLoop) heard() core.Heard {
+	latest := lp.w.Latest()
+	return core.Heard{
+		Released:    latest == wait.Released,
+		Taken:       latest == wait.Taken,
+		HeldByOther: lp.w.HeldByOther(),
+		Subscribed:  lp.w.Subscribed(),
+		Gaps:        lp.w.Gaps(),
 	}
-	return lp.c.cfg.backoff(lp.fails)
 }
 
 // stop withdraws the call's want, unless its lock came of it, and releases
@@ -145,10 +112,21 @@ func (lp *waitLoop) stop() {
 	lp.w.Close()
 }
 
-// arm (re)starts the timer for d. A new timer each time: with a module
+// arm (re)starts the timer as t says. A new timer each time: with a module
 // whose go directive predates Go 1.23, Reset would not drain a tick already
 // sent.
-func (lp *waitLoop) arm(d time.Duration) {
+func (lp *waitLoop) arm(t core.Timer) {
+	var d time.Duration
+	switch t.Kind {
+	case core.Keep:
+		return
+	case core.Backoff:
+		d = lp.c.cfg.backoff(t.N)
+	case core.Longest:
+		d = lp.c.cfg.retryMax
+	case core.Contention:
+		d = lp.w.Delay(t.N)
+	}
 	if lp.timer != nil {
 		lp.timer.Stop()
 	}
@@ -158,7 +136,7 @@ func (lp *waitLoop) arm(d time.Duration) {
 // attempt makes one acquisition round. It returns the lock, or the error
 // that ends the call, or neither: then the machine waits (waitFirst).
 func (lp *waitLoop) attempt() (*Lock, error) {
-	if !lp.delayed { // the timer fired: a hand-off's notices may have been lost
+	if lp.core.Probes() { // the timer fired: a hand-off's notices may have been lost
 		if l, err := lp.probe(); l != nil || err != nil {
 			return l, err
 		}
@@ -166,10 +144,10 @@ func (lp *waitLoop) attempt() (*Lock, error) {
 	lp.events = lp.w.Events() // taken before the attempt: one during it counts
 	subscribed, gaps := lp.w.Subscribed(), lp.w.Gaps()
 	began := time.Now()
-	l, err := lp.c.attempt(lp.ctx, lp.key, lp.ttl, lp.age)
+	l, err := lp.c.attempt(lp.ctx, lp.key, lp.ttl, lp.core.Age())
 	took := time.Since(began)
 	if err == nil {
-		lp.w.Attempted(took, lp.delayed, false)
+		lp.w.Attempted(took, lp.core.Delayed(), false)
 		return l, nil
 	}
 	if !errors.Is(err, ErrNotObtained) {
@@ -200,86 +178,43 @@ func (lp *waitLoop) attempt() (*Lock, error) {
 		}
 		lp.events, _, _ = lp.w.SinceTaken()
 	}
-	lp.w.Attempted(took, lp.delayed, true)
-	lp.held = subscribed && takenByAMajority(err)
-	lp.gaps = gaps
-	lp.waitForRelease()
-	lp.fails++
-	lp.delayed = false
+	lp.w.Attempted(took, lp.core.Delayed(), true)
+	lp.arm(lp.core.Failed(takenByAMajority(err), subscribed, gaps, lp.heard()))
+	lp.announce()
 	return nil, nil
 }
 
-// awaitRelease waits for the backoff timer (then attempt), a hand-off to
-// its want, or a release notice (then a contention delay).
-func (lp *waitLoop) awaitRelease() error {
-	lp.announce() // once subscribed, then again every wantRefresh
-	woke, err := lp.sleep()
-	switch {
-	case err != nil:
-		return err
-	case woke == fired:
-		lp.state = wait.AttemptNow
-	case woke == handed:
-		lp.state = wait.HandedOver
-	case lp.w.Latest() == wait.Released:
-		lp.held = false
-		lp.age++
-		lp.arm(lp.w.Delay(lp.age))
-		lp.state = wait.JitterFirst
-	case lp.w.Gaps() != lp.gaps && lp.w.Subscribed():
-		lp.state, lp.delayed = wait.AttemptNow, false // probes first: a hand-off's notices may be what went unheard
-		if lp.want != nil {
-			// Other Clients may have missed notices too, and now doubt
-			// the want (wants.go): it goes out again after the attempt.
-			lp.want.at = time.Time{}
-		}
+// await sleeps in WaitFirst (first announcing the want, once subscribed,
+// then again every wantRefresh) or JitterFirst, and moves the machine as
+// what woke it says.
+func (lp *waitLoop) await() error {
+	if lp.core.State == core.WaitFirst {
+		lp.announce()
 	}
-	return nil
-}
-
-// awaitSlot waits out the contention delay after a release (then attempt),
-// unless another waiter takes the key first (then back off and wait).
-func (lp *waitLoop) awaitSlot() error {
 	woke, err := lp.sleep()
-	switch {
-	case err != nil:
+	if err != nil {
 		return err
-	case woke == fired:
-		lp.state, lp.delayed = wait.AttemptNow, true
-	case woke == handed:
-		lp.state = wait.HandedOver
-	case lp.w.Latest() == wait.Taken:
+	}
+	t, stoodDown := lp.core.Woke(woke, lp.heard())
+	if stoodDown {
 		lp.w.StoodDown()
-		lp.waitForRelease()
 	}
+	lp.arm(t)
 	return nil
 }
-
-// A wake is what ended a sleep.
-type wake int
-
-const (
-	fired   wake = iota // the timer
-	noticed             // the key's next notice
-	handed              // a majority of nodes handed the key to this call's want
-)
 
 // sleep waits for the timer, the key's next notice or a hand-off to the
 // call's want, or returns the call's error when ctx ends or the Client is
 // closed.
-func (lp *waitLoop) sleep() (wake, error) {
-	var handOff <-chan struct{}
-	if lp.want != nil {
-		handOff = lp.want.handed
-	}
+func (lp *waitLoop) sleep() (core.Wake, error) {
 	select {
 	case <-lp.timer.C:
-		return fired, nil
-	case <-handOff:
-		return handed, nil
+		return core.Fired, nil
+	case <-lp.handed:
+		return core.HandedTo, nil
 	case <-lp.events:
 		lp.events = lp.w.Events()
-		return noticed, nil
+		return core.Noticed, nil
 	case <-lp.ctx.Done():
 		return 0, waitFailed(lp.ctx, lp.key, lp.last)
 	case <-lp.c.closing:
@@ -294,32 +229,20 @@ func (lp *waitLoop) closedWhileWaiting() error {
 }
 
 // takenByAMajority reports whether a failed attempt's error says that a
-// majority of the nodes refused it for one holder: the key is held. Nodes
-// that refused for different holders (the leftovers of other waiters'
-// attempts, each its own token, lost in a split vote and being released
-// silently) say nothing of the sort: waiting for a hand-off then would
-// wait the longest backoff for one nobody makes (every waiter of 8
-// Clients that started at once did, in 1 start of 30; 4 of 30 quorum-first).
+// majority of the nodes refused it for one holder: the key is held
+// (core.HeldByOne).
 func takenByAMajority(err error) bool {
 	var qe *QuorumError
 	if !errors.As(err, &qe) {
 		return false
 	}
+	holders := make([]int64, len(qe.Nodes))
 	for i, a := range qe.Nodes {
-		if a.holder == 0 || !errors.Is(a.Err, ErrNodeRefused) {
-			continue
-		}
-		n := 0
-		for _, b := range qe.Nodes[i:] {
-			if b.holder == a.holder && errors.Is(b.Err, ErrNodeRefused) {
-				n++
-			}
-		}
-		if n >= qe.Quorum {
-			return true
+		if errors.Is(a.Err, ErrNodeRefused) {
+			holders[i] = a.holder
 		}
 	}
-	return false
+	return core.HeldByOne(holders, qe.Quorum)
 }
 
 // waitFailed is Lock's error when ctx ended while waiting: the last

@@ -15,14 +15,6 @@ import (
 	"github.com/redlock-go/redlock/internal/wait"
 )
 
-// A wantOut is a waiter's announcement: its token, and when it was first
-// and last sent.
-type wantOut struct {
-	token     string
-	first, at time.Time
-	handed    <-chan struct{} // closed once a majority of nodes handed the key to token
-}
-
 // announce sends, or repeats every wantRefresh, the waiter's want of the
 // key, when the Client may hand locks to other Clients' waiters and its
 // subscription can hear the hand-off. A want that no node took is dropped.
@@ -31,27 +23,25 @@ func (lp *waitLoop) announce() {
 	if lp.w == nil || c.cfg.test.noRemoteHandOff || c.noticesOff() || !lp.w.Subscribed() {
 		return
 	}
-	if lp.want != nil && !lp.want.at.IsZero() && time.Since(lp.want.at) < c.wantRefresh() {
+	if !lp.core.Announcing(time.Now(), c.wantRefresh()) {
 		return
 	}
 	if err := c.enter(); err != nil {
 		return // Close withdraws what is out
 	}
-	if lp.want == nil {
+	token := lp.core.Out.Token
+	if token == "" {
 		id, err := uuid.NewRandom()
 		if err != nil {
 			c.bg.Done()
 			return
 		}
-		token := id.String()
-		lp.want = &wantOut{token: token, handed: lp.w.Expect(token, lp.ttl)}
+		token = id.String()
+		lp.handed = lp.w.Expect(token, lp.ttl)
 	}
-	now := time.Now() // before it is sent: the validity of a hand-off to it counts from here
-	if lp.want.first.IsZero() {
-		lp.want.first = now
-		lp.arm(lp.timeout())
-	}
-	lp.want.at = now
+	// Stamped before it is sent: the validity of a hand-off to it counts
+	// from its first announcement (I8, A1).
+	lp.arm(lp.core.Announced(token, time.Now(), lp.heard()))
 	// In the background: a hung master must not hold the waiter past its
 	// ctx, nor keep it from a hand-off.
 	go func(key, token string, ttl time.Duration) {
@@ -67,7 +57,7 @@ func (lp *waitLoop) announce() {
 		if f := c.cfg.test.announced; f != nil {
 			f()
 		}
-	}(lp.key, lp.want.token, lp.ttl)
+	}(lp.key, token, lp.ttl)
 }
 
 // wantRefresh is how often the Client's waiters repeat their wants.
@@ -134,7 +124,7 @@ func (c *Client) publishOn(n *node, msg script.Notice, timeout time.Duration) bo
 // release the token of a lock the call then returns
 // (TestCloseDuringATakenHandOffReturnsNoLock).
 func (lp *waitLoop) takeHanded() (*Lock, error) {
-	c, a := lp.c, lp.want
+	c, a := lp.c, lp.core.Out
 	if h := c.cfg.test.takingHandOff; h != nil {
 		h()
 	}
@@ -142,13 +132,13 @@ func (lp *waitLoop) takeHanded() (*Lock, error) {
 		return nil, lp.closedWhileWaiting()
 	}
 	defer c.bg.Done()
-	l := c.handedLock(lp.key, a.token, lp.ttl, true)
-	c.retire(lp.key, a.token, lp.ttl, l) // before unexpect: no notice falls between
-	c.heardHandOff(a.token, lp.w.Unexpect(a.token))
-	lp.want = nil
-	lp.served(a.token)
-	if until, confirm := core.Handed(a.first, time.Now(), lp.ttl, c.cfg.driftFactor); !confirm {
-		c.narrowHanded(a.token)
+	l := c.handedLock(lp.key, a.Token, lp.ttl, true)
+	c.retire(lp.key, a.Token, lp.ttl, l) // before unexpect: no notice falls between
+	c.heardHandOff(a.Token, lp.w.Unexpect(a.Token))
+	lp.over()
+	lp.served(a.Token)
+	if until, confirm := core.Handed(a.First, time.Now(), lp.ttl, c.cfg.driftFactor); !confirm {
+		c.narrowHanded(a.Token)
 		l.startValidity(until)
 		c.cfg.test.handedLocks.Add(1)
 		return l, nil
@@ -159,7 +149,7 @@ func (lp *waitLoop) takeHanded() (*Lock, error) {
 	}
 	// Given up: a late hand-off is released, and so is the token by a
 	// Close that began meanwhile (lateTickets), once this returns.
-	c.retire(lp.key, a.token, lp.ttl, nil)
+	c.retire(lp.key, a.Token, lp.ttl, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -220,26 +210,32 @@ func (lp *waitLoop) confirm(l *Lock) (won bool, err error) {
 // expected: a Close that began first releases the want's token, and one
 // that begins later waits, and leaves the lock to the caller.
 func (lp *waitLoop) probe() (*Lock, error) {
-	a, c := lp.want, lp.c
-	if a == nil || a.first.IsZero() {
+	a, c := lp.core.Out, lp.c
+	if a.First.IsZero() {
 		return nil, nil
 	}
 	if err := c.enter(); err != nil {
 		return nil, lp.closedWhileWaiting()
 	}
 	defer c.bg.Done()
-	l := c.handedLock(lp.key, a.token, lp.ttl, true)
+	l := c.handedLock(lp.key, a.Token, lp.ttl, true)
 	if won, err := lp.confirm(l); !won || err != nil {
 		return nil, err // the want is still out: the call withdraws it, or Close does
 	}
 	if h := c.cfg.test.takingHandOff; h != nil {
 		h()
 	}
-	c.retire(lp.key, a.token, lp.ttl, l)
-	c.heardHandOff(a.token, lp.w.Unexpect(a.token))
-	lp.want = nil
-	lp.served(a.token)
+	c.retire(lp.key, a.Token, lp.ttl, l)
+	c.heardHandOff(a.Token, lp.w.Unexpect(a.Token))
+	lp.over()
+	lp.served(a.Token)
 	return l, nil
+}
+
+// over ends the want: served, or withdrawn.
+func (lp *waitLoop) over() core.Announcement {
+	lp.handed = nil
+	return lp.core.Over()
 }
 
 // served, once a hand-off gave the waiter's want of token the key, tells
@@ -266,17 +262,16 @@ func (lp *waitLoop) served(token string) {
 // for, tells the holders to forget the want, and releases its token where a
 // hand-off may have put it, in the background.
 func (lp *waitLoop) withdraw() {
-	a := lp.want
-	if a == nil {
+	a := lp.over()
+	if a.Token == "" {
 		return
 	}
-	lp.want = nil
 	c := lp.c
 	if err := c.enter(); err != nil {
 		return // Close withdraws what is still expected
 	}
-	c.retire(lp.key, a.token, lp.ttl, nil) // before unexpect: no notice falls between
-	c.withdraw(lp.key, a.token, lp.ttl, lp.w.Unexpect(a.token) != nil)
+	c.retire(lp.key, a.Token, lp.ttl, nil) // before unexpect: no notice falls between
+	c.withdraw(lp.key, a.Token, lp.ttl, lp.w.Unexpect(a.Token) != nil)
 	c.bg.Done()
 	// Keep hearing the key a while, so that a hand-off already on its way
 	// to the token is heard, and released (lateHandOff).

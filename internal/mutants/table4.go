@@ -82,7 +82,7 @@ var table4 = []mutant{
 	{
 		name:    "handed-lock-asks-every-master-on-unlock",
 		file:    "internal/engine/wanting.go",
-		from:    "		c.narrowHanded(a.token)\n",
+		from:    "		c.narrowHanded(a.Token)\n",
 		to:      "",
 		killers: "TestTheUnlockOfAHandedLockAsksOnlyTheMastersHeard",
 	},
@@ -244,5 +244,21 @@ var table4 = []mutant{
 		from:    "func Released(won bool, decided, until time.Time) bool { return won && decided.Before(until) }",
 		to:      "func Released(won bool, decided, until time.Time) bool { return won }",
 		killers: "TestUnlockAfterTheValidityEndedIsNotHeld",
+	},
+	// The waiter (core.Waiter, A1–A4).
+	{
+		name:    "waiter-repetition-moves-the-first-announcement",
+		file:    "internal/core/waiter.go",
+		from:    "\tif !w.Out.First.IsZero() {\n\t\treturn Timer{}\n\t}\n\tw.Out.First = now\n",
+		to:      "\tw.Out.First = now\n",
+		killers: "TestAWantsFirstAnnouncementNeverMoves",
+		pkg:     "internal/core",
+	},
+	{
+		name:    "waiter-never-probes",
+		file:    "internal/core/waiter.go",
+		from:    "func (w *Waiter) Probes() bool { return !w.delayed }",
+		to:      "func (w *Waiter) Probes() bool { return false }",
+		killers: "TestAWaiterFindsAHandOffWhoseNoticesItMissed",
 	},
 }

@@ -24,8 +24,9 @@ const (
 // event is the latest state of a key, as the notices tell it.
 type event int
 
-// Approach is how a Lock call starts, given what its Client knows of the key.
-type Approach int
+// Approach is how a Lock call starts, given what its Client knows of the key
+// (core.Waiter's states).
+type Approach = core.Approach
 
 // KeyWatch is what a Client knows of one key from its notices.
 type KeyWatch struct {
@@ -332,8 +333,7 @@ const (
 
 // How a Lock call starts (Watcher.Approach).
 const (
-	AttemptNow  Approach = iota // no contention known: try at once
-	JitterFirst                 // just released, others are waiting: draw a delay
-	WaitFirst                   // another Client holds it: wait for the release
-	HandedOver                  // a hand-off gave the call's want the key (wants.go)
+	AttemptNow  = core.AttemptNow  // no contention known: try at once
+	JitterFirst = core.JitterFirst // just released, others are waiting: draw a delay
+	WaitFirst   = core.WaitFirst   // another Client holds it: wait for the release
 )
