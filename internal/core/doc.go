@@ -71,6 +71,17 @@
 //   - I15 (widening): an extension asks the masters that lack the key to
 //     take it only when it lengthens the lock: a key taken now vouches for
 //     no earlier end (Widens).
+//   - I16 (hedge): a quorum-first round waits for its preferred masters
+//     three of the Client's usual rounds, at least MinHedge, at most half
+//     the node deadline (half of it until a round was timed), then asks its
+//     reserves: a hung master costs a hedge, not the deadline (HedgeAfter).
+//   - I17 (reserves asked): a quorum-first round asks its reserves at once
+//     when a vote of a master it asked adds no counted yes: those asked
+//     cannot decide it alone (AsksReserves).
+//   - I18 (hand-off's masters): a hand-off to another Client's waiter
+//     skips a master only where the lock's token is known not to be (its
+//     call was refused), never one no notice told of, where a missed
+//     hand-off may have put it (RemoteSkips).
 //
 // A lock keeps, per master, the state of the call that asked it to take
 // the key (Hold):

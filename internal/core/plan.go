@@ -122,3 +122,47 @@ func UnlockReserves(unheard uint64, timed bool, hedge, left time.Duration) (rese
 func Widens(start time.Time, ttl time.Duration, factor float64, until time.Time) bool {
 	return ValidUntil(start, ttl, factor).After(until)
 }
+
+// MinHedge is the least time a quorum-first round waits for its preferred
+// masters before it asks the reserves.
+const MinHedge = 500 * time.Microsecond
+
+// HedgeAfter is how long a quorum-first round waits for its preferred
+// masters before it asks the reserves (I16): three of the Client's usual
+// rounds (usual: 0 until one was timed), at least MinHedge, at most half
+// the node deadline; half the node deadline until a round was timed (the
+// first ones dial, and load scripts).
+func HedgeAfter(nodeDeadline, usual time.Duration) time.Duration {
+	most := nodeDeadline / 2
+	if usual == 0 {
+		return most
+	}
+	return min(max(3*usual, MinHedge), most)
+}
+
+// Usual is the moving average of a Client's won rounds that asked no
+// reserve, after one of d (old: the average so far; 0: none).
+func Usual(old, d time.Duration) time.Duration {
+	if old == 0 {
+		return d
+	}
+	return old + (d-old)/8
+}
+
+// AsksReserves reports whether a quorum-first round asks its reserves at
+// once, on a vote of a master it asked (I17): when the vote did not add a
+// counted yes (a no, an error, a yes the restart guard holds back): the
+// masters asked cannot decide the round alone. yesBefore and yesAfter are
+// the counted yes votes before and after the vote.
+func AsksReserves(reserve uint64, yesBefore, yesAfter int) bool {
+	return reserve != 0 && yesAfter <= yesBefore
+}
+
+// RemoteSkips reports whether a hand-off to another Client's waiter skips
+// a master (I18): only where the lock's call was refused, so its token is
+// known not to be there (for another Client's waiter the script leaves a
+// free key, or another's, alone), and the master is not one no hand-off
+// notice told of (unheard, of a lock taken on a hand-off's notices): a
+// hand-off may have put the token there after the refusal, with a notice
+// the Client missed.
+func RemoteSkips(refused, unheard bool) bool { return refused && !unheard }

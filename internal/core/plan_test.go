@@ -106,3 +106,53 @@ func TestWidens(t *testing.T) {
 		t.Fatal("an extension that lengthens the lock does not widen it")
 	}
 }
+
+// TestHedgeAfter: I16.
+func TestHedgeAfter(t *testing.T) {
+	for _, c := range []struct{ deadline, usual, want time.Duration }{
+		{time.Second, 0, 500 * time.Millisecond},
+		{time.Second, time.Millisecond, 3 * time.Millisecond},
+		{time.Second, time.Microsecond, MinHedge},
+		{time.Second, time.Second, 500 * time.Millisecond},
+	} {
+		if got := HedgeAfter(c.deadline, c.usual); got != c.want {
+			t.Errorf("HedgeAfter(%v, %v) = %v, want %v", c.deadline, c.usual, got, c.want)
+		}
+	}
+	if got := Usual(0, 8*time.Millisecond); got != 8*time.Millisecond {
+		t.Errorf("the first round's time is averaged to %v", got)
+	}
+	if got := Usual(8*time.Millisecond, 16*time.Millisecond); got != 9*time.Millisecond {
+		t.Errorf("Usual(8ms, 16ms) = %v, want 9ms", got)
+	}
+}
+
+// TestAsksReserves: I17.
+func TestAsksReserves(t *testing.T) {
+	for _, c := range []struct {
+		reserve       uint64
+		before, after int
+		want          bool
+	}{
+		{0b11000, 1, 2, false}, // a counted yes
+		{0b11000, 1, 1, true},  // a no, an error, a yes held back
+		{0, 1, 1, false},       // nothing held back
+	} {
+		if got := AsksReserves(c.reserve, c.before, c.after); got != c.want {
+			t.Errorf("AsksReserves(%b, %d, %d) = %v", c.reserve, c.before, c.after, got)
+		}
+	}
+}
+
+// TestRemoteSkips: I18.
+func TestRemoteSkips(t *testing.T) {
+	if RemoteSkips(false, false) || RemoteSkips(false, true) {
+		t.Error("a hand-off skips a master that did not refuse the lock")
+	}
+	if !RemoteSkips(true, false) {
+		t.Error("a hand-off asks a master the lock's token is known not to be on")
+	}
+	if RemoteSkips(true, true) {
+		t.Error("a hand-off skips a master no notice told of, where a missed hand-off may have put the token")
+	}
+}

@@ -199,25 +199,17 @@ func (l *Lock) newHandOffRound(to recipient, ttl time.Duration) *handOffRound {
 }
 
 // remoteSkips is which masters a hand-off to another Client's waiter
-// skips: not where our token is known not to be, since the script leaves a
-// free key or another's alone for another Client's waiter (a local
-// waiter's takes a free key). Where it was never heard to be, for a lock
-// taken on a hand-off's notices, it asks them only when the others cannot
-// decide the round alone (Lock.unheardNodes): a hand-off may have put our
-// token there after a call was refused (an Extend's, asking it to take the
-// key), with a notice this Client missed.
+// skips (core.RemoteSkips, I18); those it asks only when the others cannot
+// decide the round alone are its reserves (Lock.unlockReserves).
 func (ho *handOffRound) remoteSkips() []error {
-	l := ho.l
-	skip := l.refusedNodes()
-	never := l.unheardNodes()
-	for i, err := range skip {
-		if never&(1<<i) != 0 {
-			skip[i], err = nil, nil
+	skip := make([]error, len(ho.l.holds))
+	for i, h := range ho.l.holds {
+		if !core.RemoteSkips(h.refused(), h.isUnheard()) {
+			continue
 		}
-		if err != nil {
-			ho.nl.holds[i].finish(false, nil)
-			ho.calls.holds[i].finish(false, nil)
-		}
+		skip[i] = ErrNodeRefused
+		ho.nl.holds[i].finish(false, nil)
+		ho.calls.holds[i].finish(false, nil)
 	}
 	return skip
 }

@@ -50,10 +50,6 @@ import (
 // round before its hedge, is asked after the others.
 const slowFor = time.Second
 
-// minHedge is the least time a quorum-first round waits for its preferred nodes
-// before it asks the reserves.
-const minHedge = 500 * time.Microsecond
-
 // markSlow makes n asked after the others for slowFor.
 func (n *node) markSlow() { n.slowUntil.Store(time.Now().Add(slowFor).UnixNano()) }
 
@@ -74,29 +70,17 @@ func (c *Client) reserves(key string) uint64 {
 	return core.Reserves(len(c.nodes), c.cfg.guard > 0, c.cfg.quorumFirst, core.KeyHash(key), c.seeds, slow)
 }
 
-// hedgeAfter is how long a quorum-first round of ttl waits for its preferred nodes
-// before it asks the reserves: three of the Client's usual quorum-first
-// rounds, at least minHedge, at most half the node deadline; half the node
-// deadline until a round was won (the first ones dial, and load scripts).
+// hedgeAfter is how long a quorum-first round of ttl waits for its
+// preferred nodes before it asks the reserves (core.HedgeAfter, I16).
 func (c *Client) hedgeAfter(ttl time.Duration) time.Duration {
-	most := c.nodeTimeout(ttl) / 2
-	usual := time.Duration(c.usualRound.Load())
-	if usual == 0 {
-		return most
-	}
-	return min(max(3*usual, minHedge), most)
+	return core.HedgeAfter(c.nodeTimeout(ttl), time.Duration(c.usualRound.Load()))
 }
 
 // noteRound records how long a won round took that asked no reserve (a
 // quorum-first acquisition, an Unlock's release or hand-off), in usualRound
-// (a moving average; a lost update under concurrency costs nothing).
+// (core.Usual; a lost update under concurrency costs nothing).
 func (c *Client) noteRound(d time.Duration) {
-	old := c.usualRound.Load()
-	if old == 0 {
-		c.usualRound.Store(int64(d))
-		return
-	}
-	c.usualRound.Store(old + (int64(d)-old)/8)
+	c.usualRound.Store(int64(core.Usual(time.Duration(c.usualRound.Load()), d)))
 }
 
 // hedgeTimers are the quorum-first rounds' hedge timers, stopped: a round that
@@ -205,7 +189,7 @@ func (f *fan) take(v vote) {
 	f.npending--
 	yes := f.r.tally.Yes
 	f.r.count(f.ctx, f.c, v)
-	if f.reserve != 0 && f.r.tally.Yes <= yes {
+	if core.AsksReserves(f.reserve, yes, f.r.tally.Yes) {
 		if v.err != nil {
 			f.c.nodes[v.node].markSlow()
 		}

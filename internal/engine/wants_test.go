@@ -2137,16 +2137,22 @@ func unlockOfAHandedLock(t *testing.T, handOn bool) {
 	r := startReal(t, 5)
 	h := r.client(WithQuorumFirst())
 	preferred, reserves := preferredOf(h, "k")
+	// The scripts that name the handed lock's token, once it is known: the
+	// Client's other releases (its failed attempt's, on the masters that
+	// said yes to it) may still be on their way under load.
 	scripts := make([]atomic.Int64, 5)
-	var counting atomic.Bool
+	var counted atomic.Value // the handed lock's token
+	counted.Store("")
+	names := func(argv []any) bool {
+		token := counted.Load().(string)
+		return token != "" && slices.ContainsFunc(argv, func(a any) bool { return fmt.Sprint(a) == token })
+	}
 	clients := make([]redis.UniversalClient, 5)
 	for i, s := range r.servers {
 		clients[i] = s.Client(nil)
 		for _, sc := range []*script.Script{script.HandOff, script.Release} {
-			clients[i].AddHook(&scriptHook{script: sc, after: func(context.Context) error {
-				if counting.Load() {
-					scripts[i].Add(1)
-				}
+			clients[i].AddHook(&scriptHook{script: sc, match: names, after: func(context.Context) error {
+				scripts[i].Add(1)
 				return nil
 			}})
 		}
@@ -2172,6 +2178,12 @@ func unlockOfAHandedLock(t *testing.T, handOn bool) {
 		t.Fatal(got.err)
 	}
 	awaitHeard(t, w, got.l.Token(), 3, "the three masters' notices")
+	within(t, scaled(5*time.Second), "the failed attempt's releases on the masters the lock never held", func() bool {
+		for vals := r.values("k"); slices.ContainsFunc(reserves, func(i int) bool { return vals[i] != "" }); vals = r.values("k") {
+			time.Sleep(time.Millisecond) // another Client's releases: no signal reaches the test
+		}
+		return true
+	})
 	var next <-chan lockResult
 	if handOn {
 		nc := r.client(WithRetryDelay(time.Minute, time.Minute))
@@ -2180,7 +2192,7 @@ func unlockOfAHandedLock(t *testing.T, handOn bool) {
 		wantKnown(t, w, "k", 1)
 	}
 	timedRounds(w)
-	counting.Store(true)
+	counted.Store(got.l.Token())
 	if err := got.l.Unlock(bg); err != nil {
 		t.Fatal(err)
 	}
@@ -2196,7 +2208,7 @@ func unlockOfAHandedLock(t *testing.T, handOn bool) {
 	} else if n := r.count("k", ""); n != 5 {
 		t.Errorf("the Unlock left the key on %d masters: %q", 5-n, r.values("k"))
 	}
-	counting.Store(false)
+	counted.Store("")
 	for _, i := range reserves {
 		if n := scripts[i].Load(); n != 0 {
 			t.Errorf("the Unlock sent %d scripts to master %d, which never held its token", n, i)

@@ -126,25 +126,8 @@ func (w *hoWorld) step(a hoAction) {
 			w.violation = "A handed the key to a want whose withdrawal it heard (W1)"
 		}
 		w.handOff(hoTA, to != nil)
-	case "handed":
-		if !a.dup {
-			w.handed[a.master]--
-		}
-		w.heard(a.master)
-		w.heardOne = true
-	case "lose":
-		w.handed[a.master]--
-		w.lost++
-	case "probe":
-		w.b = hoHolding
-		w.ret.Heard(w.exp.Unexpect("tb"))
-	case "sweep":
-		w.sweepDue = false
-		for m, r := range w.ret.Sweep(nMasters) {
-			if r && w.val[m] == hoTB {
-				w.val[m] = hoNone
-			}
-		}
+	case "handed", "lose", "probe", "sweep":
+		w.stepWaiter(a)
 	case "bunlock":
 		w.b = hoUnlocked
 		w.set(hoTB, hoNone)
@@ -164,6 +147,32 @@ func (w *hoWorld) step(a hoAction) {
 		w.handOff(hoTD, w.dHanded)
 	}
 	w.violation += w.unsafe()
+}
+
+// stepWaiter takes the steps of B's Client as a waiter: a master's notice
+// heard or lost, the probe, the sweep.
+func (w *hoWorld) stepWaiter(a hoAction) {
+	switch a.kind {
+	case "handed":
+		if !a.dup {
+			w.handed[a.master]--
+		}
+		w.heard(a.master)
+		w.heardOne = true
+	case "lose":
+		w.handed[a.master]--
+		w.lost++
+	case "probe":
+		w.b = hoHolding
+		w.ret.Heard(w.exp.Unexpect("tb"))
+	case "sweep":
+		w.sweepDue = false
+		for m, r := range w.ret.Sweep(nMasters) {
+			if r && w.val[m] == hoTB {
+				w.val[m] = hoNone
+			}
+		}
+	}
 }
 
 // set replaces every master's from with to.

@@ -251,8 +251,8 @@ var table1 = []mutant{
 	{
 		name:    "quorum-first-waits-for-the-hedge-after-a-no",
 		file:    "internal/engine/quorumfirst.go",
-		from:    "	if f.reserve != 0 && f.r.tally.Yes <= yes {",
-		to:      "	if f.reserve != 0 && f.r.tally.Yes <= yes && v.err != nil {",
+		from:    "	if core.AsksReserves(f.reserve, yes, f.r.tally.Yes) {",
+		to:      "	if core.AsksReserves(f.reserve, yes, f.r.tally.Yes) && v.err != nil {",
 		killers: "TestQuorumFirstAsksTheReservesWhenAPreferredMasterRefuses",
 	},
 	{

@@ -88,9 +88,9 @@ var table4 = []mutant{
 	},
 	{
 		name:    "remote-hand-off-asks-masters-the-lock-does-not-hold",
-		file:    "internal/engine/handoff.go",
-		from:    "	skip := l.refusedNodes()\n",
-		to:      "	skip := make([]error, len(ho.nl.holds))\n",
+		file:    "internal/core/plan.go",
+		from:    "func RemoteSkips(refused, unheard bool) bool { return refused && !unheard }",
+		to:      "func RemoteSkips(refused, unheard bool) bool { return false }",
 		killers: "TestAQuorumFirstLocksHandOffToAnotherClientSkipsItsReserves",
 	},
 	{
@@ -158,9 +158,9 @@ var table4 = []mutant{
 	},
 	{
 		name:    "remote-hand-off-skips-an-unheard-master-an-extend-was-refused-on",
-		file:    "internal/engine/handoff.go",
-		from:    "			skip[i], err = nil, nil\n",
-		to:      "",
+		file:    "internal/core/plan.go",
+		from:    "func RemoteSkips(refused, unheard bool) bool { return refused && !unheard }",
+		to:      "func RemoteSkips(refused, unheard bool) bool { return refused }",
 		killers: "TestAHandOffThatLandsUnheardAfterAnExtendWasRefusedThereCountsInTheUnlock",
 	},
 	{
@@ -260,5 +260,20 @@ var table4 = []mutant{
 		from:    "func (w *Waiter) Probes() bool { return !w.delayed }",
 		to:      "func (w *Waiter) Probes() bool { return false }",
 		killers: "TestAWaiterFindsAHandOffWhoseNoticesItMissed",
+	},
+	// The quorum-first round's hedge (I16, I17).
+	{
+		name:    "core-hedge-waits-half-the-node-deadline",
+		file:    "internal/core/plan.go",
+		from:    "	return min(max(3*usual, MinHedge), most)\n",
+		to:      "	return most\n",
+		killers: "TestQuorumFirstHedgesAHungPreferredMaster",
+	},
+	{
+		name:    "core-reserves-asked-only-at-the-hedge",
+		file:    "internal/core/plan.go",
+		from:    "	return reserve != 0 && yesAfter <= yesBefore\n",
+		to:      "	return false\n",
+		killers: "TestQuorumFirstAsksTheReservesWhenAPreferredMasterRefuses",
 	},
 }
