@@ -184,9 +184,11 @@ func (lp *waitLoop) attempt() (*Lock, error) {
 	return nil, nil
 }
 
-// await sleeps in WaitFirst (first announcing the want, once subscribed,
-// then again every wantRefresh) or JitterFirst, and moves the machine as
-// what woke it says.
+// await sleeps in WaitFirst (first announcing the want, as A1 says: once
+// subscribed, and again at a wake wantRefresh or more after its last copy,
+// or after a gap) or JitterFirst, and moves the machine as what woke it
+// says. A want is repeated only at a wake: a holder that missed every copy
+// releases the key, and the release wakes the waiter.
 func (lp *waitLoop) await() error {
 	if lp.core.State == core.WaitFirst {
 		lp.announce()

@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"net"
 	"strings"
 	"sync"
@@ -1028,4 +1030,37 @@ func TestAWaiterWhoseAttemptLostToAReleaseOnItsWayHearsTheRestOfIt(t *testing.T)
 	})
 	release(0, 2, 3)
 	awaitLockWithin(t, res, backoff/2, "the waiter slept its backoff with the key free")
+}
+
+// TestASubscriptionCutWhileItIsMadeIsMadeAgain: a Client watches a new key
+// just after its subscriber connections were killed on random masters (the
+// first SUBSCRIBE on a dead connection fails, and go-redis reconnects with
+// the channels it had before that one); every master must confirm both of
+// the key's channels soon, or the Client hears no notice there until that
+// connection drops again. Random: its seed is logged.
+func TestASubscriptionCutWhileItIsMadeIsMadeAgain(t *testing.T) {
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(uint64(seed), 0))
+	r := startReal(t, 5)
+	c := r.client()
+	for it := range 100 {
+		key := fmt.Sprintf("k%d", it)
+		w := c.wk.Watch(key)
+		within(t, scaled(5*time.Second), fmt.Sprintf("iteration %d: both of %s's channels confirmed on every master", it, key), func() bool {
+			for kw, _ := watchState(c, key); kw.Nsubs < 5 || kw.Nhsubs < 5; kw, _ = watchState(c, key) {
+				time.Sleep(time.Millisecond) // the waker has no signal for tests
+			}
+			return true
+		})
+		if it%2 == 0 {
+			defer w.Close()
+		} else {
+			w.Close()
+		}
+		for _, i := range rng.Perm(5)[:1+rng.IntN(5)] {
+			_ = r.admin[i].Do(bg, "CLIENT", "KILL", "TYPE", "pubsub").Err()
+		}
+		time.Sleep(time.Duration(rng.IntN(10)) * time.Millisecond) // lands the next SUBSCRIBE anywhere in the reconnect
+	}
 }

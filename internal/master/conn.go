@@ -55,7 +55,10 @@ type Conn interface {
 // A Subscription is one pub/sub connection to a master. subscribe and
 // unsubscribe calls are made one at a time, in order (waker.send); run
 // delivers, in order, the master's confirmations and messages until close,
-// and re-subscribes a connection that broke to the channels it had.
+// and re-subscribes a connection that broke to the channels it had. A
+// Subscribe that fails may leave its channel out of those (go-redis
+// replaces a connection that broke under the SUBSCRIBE before it adds the
+// channel): the caller asks again.
 type Subscription interface {
 	Subscribe(ctx context.Context, channel string) error
 	Unsubscribe(ctx context.Context, channel string) error

@@ -276,4 +276,12 @@ var table4 = []mutant{
 		to:      "	return false\n",
 		killers: "TestQuorumFirstAsksTheReservesWhenAPreferredMasterRefuses",
 	},
+	// A subscription cut while it is made (wait.Waker.subscribe).
+	{
+		name:    "subscribe-never-asks-again",
+		file:    "internal/wait/waker.go",
+		from:    "	for try := 0; try < 2; try++ {\n",
+		to:      "	for try := 0; try < 1; try++ {\n",
+		killers: "TestASubscriptionCutWhileItIsMadeIsMadeAgain",
+	},
 }

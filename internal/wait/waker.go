@@ -231,17 +231,35 @@ func (w *Waker) send(s *nodeSub) {
 			// The key's notice channel, and this Client's channel for
 			// hand-offs of the key to its waiters (handedChannel).
 			for _, channel := range [2]string{script.NoticeChannelOn(op.key, s.sharded), script.ChannelOn(op.key, script.HandedChannel(op.key, w.Cfg.ID), s.sharded)} {
-				ctx, cancel := context.WithTimeout(context.Background(), w.Cfg.SubscribeTimeout)
 				if op.subscribe {
-					err := s.Ps.Subscribe(ctx, channel)
-					if w.Cfg.SubscribeRefused != nil && master.IsNoPerm(err) {
-						w.Cfg.SubscribeRefused(s.index, err)
-					}
-				} else {
-					_ = s.Ps.Unsubscribe(ctx, channel)
+					w.subscribe(s, channel)
+					continue
 				}
+				ctx, cancel := context.WithTimeout(context.Background(), w.Cfg.SubscribeTimeout)
+				_ = s.Ps.Unsubscribe(ctx, channel)
 				cancel()
 			}
+		}
+	}
+}
+
+// subscribe subscribes node s's connection to channel, and asks once more
+// when that failed for another reason than the master's refusal (ACL; a
+// closed connection fails at once): a
+// connection that broke under the first SUBSCRIBE may have been replaced
+// without the channel (master.Subscription). A channel subscribed twice is
+// confirmed twice, which the watch takes for a gap: notices may have been
+// missed meanwhile.
+func (w *Waker) subscribe(s *nodeSub, channel string) {
+	for try := 0; try < 2; try++ {
+		ctx, cancel := context.WithTimeout(context.Background(), w.Cfg.SubscribeTimeout)
+		err := s.Ps.Subscribe(ctx, channel)
+		cancel()
+		if master.IsNoPerm(err) && w.Cfg.SubscribeRefused != nil {
+			w.Cfg.SubscribeRefused(s.index, err)
+		}
+		if err == nil || master.IsNoPerm(err) {
+			return
 		}
 	}
 }
