@@ -41,7 +41,7 @@ func (idx *index) checkText(file, text string, add func(kind, name string)) {
 
 // checkCode checks a markdown code span, or a line of a root package
 // comment: Type.Name for the root package's types, and With…, Without…
-// and Err… names.
+// and Err… names (but for the peers' in externalNames).
 func (idx *index) checkCode(text string, add func(kind, name string)) {
 	for _, m := range typeMember.FindAllStringSubmatch(text, -1) {
 		if idx.types[m[1]] == nil {
@@ -52,7 +52,7 @@ func (idx *index) checkCode(text string, add func(kind, name string)) {
 		}
 	}
 	for _, m := range optionOrErr.FindAllStringSubmatch(text, -1) {
-		if !idx.decls[m[1]] {
+		if !idx.decls[m[1]] && !externalNames[m[1]] {
 			add("identifier", m[1])
 		}
 	}

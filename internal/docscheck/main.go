@@ -49,8 +49,12 @@ import (
 const modulePath = "github.com/redlock-go/redlock"
 
 // externalNames are exported names the docs write in code spans of their
-// own that are declared outside this repository (go-redis's options).
+// own that are declared outside this repository (go-redis's options, and
+// the peers' names the README compares with).
 var externalNames = map[string]bool{
+	"ErrFailed":             true, // go-redsync/redsync
+	"WithFailFast":          true, // go-redsync/redsync
+	"ErrLockNotHeld":        true, // bsm/redislock
 	"ContextTimeoutEnabled": true,
 	"ReadTimeout":           true,
 	"MasterName":            true,
