@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/redlock-go/redlock/internal/leakcheck"
 )
 
 // echoServer echoes every byte back and reports each chunk it read on got.
@@ -454,7 +453,7 @@ func TestProxyStopLeavesNoGoroutine(t *testing.T) {
 	deadline := time.Now().Add(2 * time.Second)
 	for n := proxyGoroutines(); n > 0; n = proxyGoroutines() {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d proxy goroutines left after Stop:\n%s", n, leakcheck.Stacks())
+			t.Fatalf("%d proxy goroutines left after Stop:\n%s", n, stacks())
 		}
 		runtime.Gosched()
 	}
@@ -463,10 +462,20 @@ func TestProxyStopLeavesNoGoroutine(t *testing.T) {
 	}
 }
 
+// stacks returns runtime.Stack's report of every goroutine, whatever its
+// length.
+func stacks() string {
+	for buf := make([]byte, 1<<20); ; buf = make([]byte, 2*len(buf)) {
+		if n := runtime.Stack(buf, true); n < len(buf) {
+			return string(buf[:n])
+		}
+	}
+}
+
 // proxyGoroutines counts the goroutines running a Proxy method.
 func proxyGoroutines() int {
 	count := 0
-	for _, g := range strings.Split(leakcheck.Stacks(), "\n\n") {
+	for _, g := range strings.Split(stacks(), "\n\n") {
 		if strings.Contains(g, "internal/chaos.(*Proxy).") {
 			count++
 		}

@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/redlock-go/redlock/internal/leakcheck"
+	"go.uber.org/goleak"
 
 	"github.com/redlock-go/redlock/internal/chaos"
 )
@@ -50,7 +50,7 @@ import (
 //     two (a round, then the write-back), Lock and Do's wait their ctx
 //     deadline, plus slack; Close go-redis's timeouts; and calls on a
 //     Client whose Close returned return ErrClosed at once;
-//  5. no goroutine outlives the run (leakcheck);
+//  5. no goroutine outlives the run (goleak);
 //  6. Unlock releases: after it, no node that stayed up and reachable
 //     since the lock was requested, and answered every command that
 //     carried the token, keeps the token (out of memory and without channel
@@ -196,7 +196,7 @@ type genClient struct {
 }
 
 func generate(s *scenario) {
-	leaks := leakcheck.Current()
+	leaks := goleak.IgnoreCurrent()
 	began := time.Now()
 	g := &generator{s: s, target: 20000}
 	if *genOpsFlag > 0 {
@@ -317,9 +317,9 @@ func generate(s *scenario) {
 			break
 		}
 	}
-	leakcheck.VerifyNone(s.t, leaks,
+	noLeaks(s.t, leaks,
 		// The process-exit watcher of each master the schedule restarted.
-		"github.com/redlock-go/redlock/internal/redistest.(*Server).start.func1")
+		goleak.IgnoreAnyFunction("github.com/redlock-go/redlock/internal/redistest.(*Server).start.func1"))
 }
 
 // await waits for wg, failing the run with every goroutine's stack if no

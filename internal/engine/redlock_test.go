@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,11 +14,43 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
-	"github.com/redlock-go/redlock/internal/leakcheck"
+	"go.uber.org/goleak"
 )
 
+// TestMain fails a run whose tests passed when a goroutine outlived them.
 func TestMain(m *testing.M) {
-	leakcheck.Main(m)
+	code := m.Run()
+	if code == 0 {
+		if err := goroutinesLeft(leakPatience); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// leakPatience is how long goroutines told to stop get to return before
+// they count as leaks: on 2 cores under -race that may take seconds, and
+// goleak.Find alone waits less than half a second.
+const leakPatience = 6 * time.Second
+
+// goroutinesLeft is goleak.Find, asked again for up to patience.
+func goroutinesLeft(patience time.Duration, opts ...goleak.Option) error {
+	deadline := time.Now().Add(patience)
+	for {
+		err := goleak.Find(opts...)
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+	}
+}
+
+// noLeaks fails t when goroutinesLeft finds any.
+func noLeaks(t testing.TB, opts ...goleak.Option) {
+	t.Helper()
+	if err := goroutinesLeft(leakPatience, opts...); err != nil {
+		t.Error(err)
+	}
 }
 
 var bg = context.Background()
@@ -664,11 +697,31 @@ func TestContendingGoroutinesNeverOverlap(t *testing.T) {
 	contend(t, m.clients, 16, 10)
 }
 
+// TestTheLeakCheckFindsAGoroutineLeft: the positive control of the leak
+// checks (TestMain, noLeaks): a goroutine still blocked is reported, one
+// that returned is not.
+func TestTheLeakCheckFindsAGoroutineLeft(t *testing.T) {
+	before := goleak.IgnoreCurrent()
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		<-stop
+	}()
+	if err := goroutinesLeft(100*time.Millisecond, before); err == nil {
+		t.Error("a goroutine blocked on a channel was not found")
+	}
+	close(stop)
+	<-stopped
+	if err := goroutinesLeft(leakPatience, before); err != nil {
+		t.Errorf("a goroutine that returned was found: %v", err)
+	}
+}
+
 // TestNoGoroutineOutlivesItsWork: hung nodes leave goroutines behind an
 // attempt only until their replies arrive and are cleaned up; Close waits
 // for exactly that, and nothing is left after it.
 func TestNoGoroutineOutlivesItsWork(t *testing.T) {
-	defer leakcheck.VerifyNone(t, leakcheck.Current())
+	defer noLeaks(t, goleak.IgnoreCurrent())
 	m := newMinis(t, 5, &redis.Options{ReadTimeout: time.Hour})
 	c, err := New(m.clients, WithNodeTimeout(20*time.Millisecond))
 	if err != nil {

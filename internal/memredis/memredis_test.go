@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/redlock-go/redlock/internal/leakcheck"
+	"go.uber.org/goleak"
 
 	"github.com/redlock-go/redlock/internal/redistest"
 )
@@ -25,7 +25,7 @@ var bg = context.Background()
 
 // TestMain fails the run if any goroutine, the servers' or go-redis's,
 // outlives the tests.
-func TestMain(m *testing.M) { leakcheck.Main(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // client returns a go-redis client with default options for addr, closed
 // when the test ends.

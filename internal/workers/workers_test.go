@@ -4,13 +4,13 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/redlock-go/redlock/internal/leakcheck"
+	"go.uber.org/goleak"
 )
 
 // Every task handed to Run runs, in bursts that find idle workers and
 // bursts that start new ones, and Close ends every worker.
 func TestEveryTaskRunsAndCloseEndsTheWorkers(t *testing.T) {
-	before := leakcheck.Current()
+	before := goleak.IgnoreCurrent()
 	p := New()
 	var wg sync.WaitGroup
 	ran := make(chan int, 100)
@@ -34,5 +34,5 @@ func TestEveryTaskRunsAndCloseEndsTheWorkers(t *testing.T) {
 		t.Fatalf("%d of 100 tasks ran", len(seen))
 	}
 	p.Close()
-	leakcheck.VerifyNone(t, before)
+	goleak.VerifyNone(t, before)
 }
