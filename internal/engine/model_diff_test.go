@@ -26,11 +26,11 @@ func TestModelMastersAnswerAsRedisDoes(t *testing.T) {
 	tick := scaled(100 * time.Millisecond)
 	type step struct {
 		at        int8
-		op        string // acquire, extend, release, restart
+		op        string // acquire, extend, release, restart, handoff (to the Client's next local waiter)
 		token     int8
 		ttl       int8
 		wantModel bool // the vote the rendering must give (a check of the table itself)
-		since     int  // extend: the step whose memory held the key when it was set (repair); -1: none
+		since     int  // extend: the step whose memory held the key when it was set (repair), -1: none; handoff: the new token
 	}
 	steps := []step{
 		{0, "acquire", 1, 4, true, -1},
@@ -53,6 +53,12 @@ func TestModelMastersAnswerAsRedisDoes(t *testing.T) {
 		{22, "extend", 2, 2, true, 13},   // ours again: kept
 		{22, "release", 2, 0, true, -1},  // deleted
 		{23, "extend", 2, 4, false, 16},  // gone in the memory the repair set it in: no repair
+		{24, "acquire", 3, 4, true, -1},  // free: taken
+		{24, "handoff", 3, 4, true, 4},   // ours: replaced by the waiter's, for its ttl
+		{25, "handoff", 3, 4, false, 5},  // another's: untouched
+		{25, "handoff", 3, 4, true, 4},   // a re-send: already the waiter's
+		{26, "release", 4, 0, true, -1},  // deleted
+		{26, "handoff", 4, 3, true, 5},   // free: taken for the waiter
 	}
 	srv := redistest.StartN(t, 1)[0]
 	rc := srv.Client(nil)
@@ -91,6 +97,12 @@ func TestModelMastersAnswerAsRedisDoes(t *testing.T) {
 			var n int64
 			n, err = master.Run(bg, rc, script.Release.Evalsha(2, key, script.WantedKey(key, false), tokenOf(st.token), "", "", "0")).Int64()
 			yes = n != 0
+		case "handoff":
+			v, err = master.Run(bg, rc, script.HandOff.Evalsha(3, append(keys, tokenOf(st.token), tokenOf(int8(st.since)), int(st.ttl)*int(tick/time.Millisecond), "", "", "1", "0", "0", "0")...)).Int64Slice()
+			if err == nil {
+				yes, age = v[0] >= 1, v[2]          // 2: replaced, 1: taken free (or a re-send)
+				v = []int64{v[0], v[2], v[3], v[4]} // as acquire's: yes, age, longest, born
+			}
 		case "restart":
 			srv.Restart()
 			rc = srv.Client(nil)
@@ -116,6 +128,8 @@ func TestModelMastersAnswerAsRedisDoes(t *testing.T) {
 			myes, mage = m.Extend(st.at, st.token, st.ttl, true, since)
 		case "release":
 			myes = m.Release(st.at, st.token)
+		case "handoff":
+			myes, mage = m.HandOff(st.at, st.token, int8(st.since), st.ttl, true)
 		case "restart":
 			m.Restart()
 		}

@@ -37,7 +37,7 @@ func violation(_ Config, s state) string {
 		}
 		ci, attempt := int(v-1)/8, (v-1)%8
 		c := &s.c[ci]
-		if (c.phase == idle || c.attempt != attempt) && v != s.g[m].left {
+		if (c.phase == idle || c.attempt != attempt && v != c.prev) && v != s.g[m].left {
 			return fmt.Sprintf("a master holds token %d, which no live holder has (client %d is done with it)", v, ci)
 		}
 	}

@@ -73,6 +73,27 @@ var repairsAnyKey = false
 // positive control of the model's Extend (TestModelFindsAnExtendThatShortensTheKey).
 var shortens = false
 
+// HandOff is lua/handoff.lua for the Client's next local waiter at now: a
+// key from holds is given to to for ttl, a free key is taken for to, and
+// another's is left alone. The model always reads the memory marker (the
+// script skips it for a trusted hand-off, I9: not explored here).
+func (m *Master) HandOff(now, from, to, ttl int8, guard bool) (yes bool, age int8) {
+	age = m.memory(now, guard)
+	switch {
+	case m.live(now) && m.Val == to:
+		return true, age // a re-send
+	case !m.live(now) || m.Val == from || handOffTakesAnyKey:
+		m.Val, m.Exp = to, now+ttl
+		return true, age
+	}
+	return false, age
+}
+
+// handOffTakesAnyKey makes the hand-off replace any key, not only the
+// holder's: the positive control of the local hand-off world
+// (TestModelFindsAHandOffThatTakesAnotherClientsKey).
+var handOffTakesAnyKey = false
+
 // Release is lua/release.lua at now: the key is deleted if token holds it.
 func (m *Master) Release(now, token int8) bool {
 	if m.Val != token || !m.live(now) {
@@ -103,6 +124,17 @@ func marked(s *state) {
 // runs fast (cfg.Fast) counts the key's TTL out early.
 func acquire(cfg Config, s *state, m int, token int8) (yes bool, age int8) {
 	yes, age = s.m[m].Acquire(s.now, token, int8(cfg.TTL-cfg.Fast), cfg.Guard > 0)
+	if age >= 0 {
+		marked(s)
+	}
+	return yes, age
+}
+
+// handOff is lua/handoff.lua on master m at s.now, for client ci's next
+// local waiter.
+func handOff(cfg Config, s *state, ci, m int) (yes bool, age int8) {
+	c := &s.c[ci]
+	yes, age = s.m[m].HandOff(s.now, c.prev, c.token(ci), int8(cfg.TTL-cfg.Fast), cfg.Guard > 0)
 	if age >= 0 {
 		marked(s)
 	}

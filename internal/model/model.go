@@ -16,7 +16,8 @@
 // their data, and Extend's repair of the key they lost; a holder paused
 // past its validity (it releases whenever, or
 // never); masters whose clocks run fast, within the drift the Clients
-// allow. One tick is 10 ms. At every state the checker holds (checks.go):
+// allow; a Client with a second local waiter, to which its holder's
+// Unlock may hand the key in one round (lua/handoff.lua). One tick is 10 ms. At every state the checker holds (checks.go):
 // no two holders' validity windows overlap; a key holds nothing or a live
 // Client's token (but where Redlock leaves it: a lost release); after an
 // Unlock that returned nil, none of its tokens is on a master its release
@@ -58,6 +59,7 @@ type Config struct {
 	Unreached   int  // masters New's check did not reach, at most, in all
 	Extends     int  // extensions per lock of client 0, each to a TTL of TTL/2 or 2·TTL
 	Resends     int  // requests a driver runs twice, at most (release.go)
+	Local       bool // client 0 has a second local waiter: its Unlock may hand the key to it (handoff.lua)
 	Fast        int  // every master's clock runs fast: its keys expire this many ticks early
 	MaxStates   int  // stop after this many states (0: no limit)
 
@@ -109,6 +111,16 @@ func DriftConfig() Config {
 	return c
 }
 
+// LocalConfig is the world of the local hand-off CI explores: client 0
+// has two local waiters, and its first's Unlock may hand the key straight
+// to the second (the hand-off script, one round); client 1 contends; lost
+// replies, the guard, no restarts.
+func LocalConfig() Config {
+	c := DefaultConfig()
+	c.Local, c.Attempts, c.Restarts, c.Unreached = true, 2, 0, 0
+	return c
+}
+
 // AllConfig is both worlds at once: restarts, lost replies and Extend
 // (New reaches every master).
 func AllConfig() Config {
@@ -122,6 +134,7 @@ const (
 	none       = iota
 	acquireReq // an acquire request: the master runs it and the Client hears the reply in one step, or the reply is lost
 	extendReq  // an extend request, the same way
+	handoffReq // a hand-off request to the Client's next local waiter, the same way
 )
 
 type vote struct {
@@ -153,6 +166,7 @@ type client struct {
 	votes   [nMasters]vote
 	net     [nMasters]int8 // none or acquireReq
 	set     [nMasters]int8 // when the memory that holds the lock's key on each master began, as a yes told it; -1: none
+	prev    int8           // while a hand-off to the next local waiter is under way or cleaned up: the token it replaces; 0: none
 }
 
 // token is client i's token for its current attempt: never 0, which is no

@@ -12,8 +12,8 @@ var (
 	world  = flag.String("model.world", "", `"all": one world with restarts and Extend (29 million states)`)
 )
 
-// TestModel explores the guard's world, Extend's, a driver's re-sends'
-// and clock drift's (or, with -model.world=all, the guard's and Extend's
+// TestModel explores the guard's world, Extend's, a driver's re-sends',
+// clock drift's and the local hand-off's (or, with -model.world=all, the guard's and Extend's
 // at once), deeper with -model.horizon, and fails with the shortest trace
 // to any two holders at once, a token nobody holds left on a master, or a
 // token left where an Unlock that returned nil released it.
@@ -21,7 +21,7 @@ func TestModel(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the model explores millions of states: run it without -race (make model)")
 	}
-	worlds := map[string]Config{"guard": DefaultConfig(), "extend": ExtendConfig(), "repair": RepairConfig(), "resend": ResendConfig(), "drift": DriftConfig()}
+	worlds := map[string]Config{"guard": DefaultConfig(), "extend": ExtendConfig(), "repair": RepairConfig(), "resend": ResendConfig(), "drift": DriftConfig(), "local": LocalConfig()}
 	if *world == "all" {
 		worlds = map[string]Config{"all": AllConfig()}
 	}
@@ -119,5 +119,18 @@ func TestModelFindsARepairOfAKeyTheMasterDidNotLose(t *testing.T) {
 	t.Logf("%v", r)
 	if r.Violation == "" {
 		t.Fatal("no violation with any missing key repaired: the checker cannot see the repair")
+	}
+}
+
+// The local hand-off world finds a hand-off script that replaces any key,
+// not only the holder's: client 0's next local waiter takes client 1's
+// key, and both hold the lock.
+func TestModelFindsAHandOffThatTakesAnotherClientsKey(t *testing.T) {
+	handOffTakesAnyKey = true
+	defer func() { handOffTakesAnyKey = false }()
+	r := Check(LocalConfig())
+	t.Logf("%v", r)
+	if r.Violation == "" {
+		t.Fatal("no violation found with a hand-off that takes any key: the checker cannot see the local hand-off")
 	}
 }

@@ -30,7 +30,7 @@ func release(s *state, ci, lost int, unlock bool) {
 	var reached [nMasters]bool
 	deleted := 0
 	for m := range s.m {
-		if m == lost || c.net[m] == acquireReq && !releaseEarly {
+		if m == lost || (c.net[m] == acquireReq || c.net[m] == handoffReq) && !releaseEarly {
 			continue
 		}
 		reached[m] = true
@@ -39,6 +39,9 @@ func release(s *state, ci, lost int, unlock bool) {
 		}
 		if s.m[m].Release(s.now, c.token(ci)) {
 			deleted++
+		}
+		if c.prev != 0 {
+			s.m[m].Release(s.now, c.prev) // a lost hand-off's: the holder's token, where it is left
 		}
 	}
 	if lost >= 0 && s.m[lost].Val == c.token(ci) {
@@ -52,15 +55,19 @@ func release(s *state, ci, lost int, unlock bool) {
 		}
 	}
 	if c.net == [nMasters]int8{} {
-		c.phase, c.attempt = idle, c.attempt+1
+		c.phase, c.attempt, c.prev = idle, c.attempt+1, 0
 		return
 	}
 	c.phase = releasing
 }
 
-// unset is lua/release.lua on master m for client ci's token.
+// unset is lua/release.lua on master m for client ci's token, and for the
+// token a lost hand-off was to replace.
 func unset(s *state, ci, m int) {
 	s.m[m].Release(s.now, s.c[ci].token(ci))
+	if p := s.c[ci].prev; p != 0 {
+		s.m[m].Release(s.now, p)
+	}
 }
 
 // rerun is a driver's re-send (go-redis's MaxRetries): master m runs
@@ -68,8 +75,12 @@ func unset(s *state, ci, m int) {
 // and the driver sends the request again, so that it is still in flight.
 func rerun(cfg Config, s *state, ci, m int) {
 	c := &s.c[ci]
-	if c.net[m] == extendReq {
+	switch c.net[m] {
+	case extendReq:
 		lateExtend(cfg, s, ci, m)
+		return
+	case handoffReq:
+		handOff(cfg, s, ci, m)
 		return
 	}
 	acquire(cfg, s, m, c.token(ci))

@@ -54,7 +54,18 @@ func (a action) describe(cfg Config, s state, names [nMasters]int) string {
 		return prefix + fmt.Sprintf("client %d's extension round reaches its deadline", c)
 	case aResend:
 		return prefix + fmt.Sprintf("master %d runs client %d's request, whose reply is lost: the driver sends it again", name, c)
+	case aHandOff:
+		return prefix + fmt.Sprintf("client %d unlocks, handing the key to its next local waiter (token %d replaces %d)", c, s.c[c].token(int(c))+1, s.c[c].token(int(c)))
 	case aAcquire, aAcquireReplyLost:
+		if s.c[c].net[m] == handoffReq {
+			n := s
+			yes, age := handOff(cfg, &n, int(c), int(m))
+			lost := ""
+			if a.kind == aAcquireReplyLost {
+				lost = ", the reply lost"
+			}
+			return prefix + fmt.Sprintf("master %d runs client %d's hand-off: yes=%v memory age=%d%s", name, c, yes, age, lost)
+		}
 		if s.c[c].net[m] == extendReq {
 			n := s
 			yes, age := extendMaster(cfg, &n, int(m), s.c[c].token(int(c)), s.c[c].ext, s.c[c].set[m])
@@ -169,6 +180,18 @@ func holdingSteps(cfg Config, s *state, ci int, emit func(action, state)) {
 		decideExtend(cfg, &n, ci, true)
 		emit(action{kind: aExtendDeadline, client: int8(ci)}, n)
 	}
+	if cfg.Local && ci == 0 && int(c.attempt)+1 < cfg.Attempts && !c.extOn && c.net == [nMasters]int8{} {
+		n := *s
+		nc := &n.c[ci]
+		nc.prev = nc.token(ci)
+		nc.attempt++
+		nc.phase, nc.start, nc.nvotes, nc.votes = acquiring, s.now, 0, [nMasters]vote{}
+		nc.set = [nMasters]int8{-1, -1, -1}
+		for m := range nc.net {
+			nc.net[m] = handoffReq
+		}
+		emit(action{kind: aHandOff, client: int8(ci)}, n)
+	}
 	n := *s
 	release(&n, ci, -1, true)
 	emit(action{kind: aUnlock, client: int8(ci)}, n)
@@ -212,6 +235,10 @@ func deliverSteps(cfg Config, s *state, ci int, emit func(action, state)) {
 // master ran it, but the Client never hears the reply.
 func deliver(cfg Config, s *state, ci, m int, replyLost bool) {
 	c := &s.c[ci]
+	if c.net[m] == handoffReq {
+		deliverHandOff(cfg, s, ci, m, replyLost)
+		return
+	}
 	if c.net[m] == extendReq {
 		c.net[m] = none
 		yes, age := lateExtend(cfg, s, ci, m)
@@ -255,6 +282,36 @@ func deliver(cfg Config, s *state, ci, m int, replyLost bool) {
 		c.nvotes++
 		decide(cfg, s, ci, false)
 	} // holding: the key is the lock's, released with it
+}
+
+// deliverHandOff runs client ci's hand-off request in flight to master m,
+// as deliver does an acquire's. Once the round is won and every request of
+// it ran, the holder's token is nowhere: each master replaced it, or never
+// had it.
+func deliverHandOff(cfg Config, s *state, ci, m int, replyLost bool) {
+	c := &s.c[ci]
+	c.net[m] = none
+	yes, age := handOff(cfg, s, ci, m)
+	switch {
+	case c.phase == releasing: // the round was lost meanwhile: both tokens are released after
+		unset(s, ci, m)
+		if c.net == [nMasters]int8{} {
+			c.phase, c.attempt, c.prev = idle, c.attempt+1, 0
+		}
+	case c.phase == acquiring && !replyLost:
+		if age >= 0 {
+			c.known[m] = s.now - age
+			if yes {
+				c.set[m] = s.now - age
+			}
+		}
+		c.votes[c.nvotes] = vote{node: int8(m), yes: yes, age: age, at: s.now}
+		c.nvotes++
+		decide(cfg, s, ci, false)
+	}
+	if c.phase == holding && c.net == [nMasters]int8{} {
+		c.prev = 0
+	}
 }
 
 // newClient is New's guard check (lua/guard_check.lua) on the masters in
@@ -377,4 +434,5 @@ const (
 	aExtend         // a holder starts an extension round to TTL master (reused as the TTL)
 	aExtendDeadline // its round reaches its deadline
 	aResend         // a driver runs a request in flight, loses its reply, and sends it again
+	aHandOff        // a holder's Unlock hands the key to its Client's next local waiter
 )

@@ -284,4 +284,12 @@ var table4 = []mutant{
 		to:      "	for try := 0; try < 1; try++ {\n",
 		killers: "TestASubscriptionCutWhileItIsMadeIsMadeAgain",
 	},
+	// The model's rendering of lua/handoff.lua.
+	{
+		name:    "model-master-hand-off-takes-any-key",
+		file:    "internal/model/master.go",
+		from:    "	case !m.live(now) || m.Val == from || handOffTakesAnyKey:\n",
+		to:      "	case true:\n",
+		killers: "TestModelMastersAnswerAsRedisDoes",
+	},
 }
