@@ -244,21 +244,22 @@ func (w *Waker) send(s *nodeSub) {
 }
 
 // subscribe subscribes node s's connection to channel, and asks once more
-// when that failed for another reason than the master's refusal (ACL; a
-// closed connection fails at once): a
-// connection that broke under the first SUBSCRIBE may have been replaced
-// without the channel (master.Subscription). A channel subscribed twice is
-// confirmed twice, which the watch takes for a gap: notices may have been
-// missed meanwhile.
+// when the connection broke under the SUBSCRIBE: it may have been replaced
+// without the channel (master.Subscription). Not when the master refused
+// it (ACL), nor when the call ran out of time: that connection was still
+// opening, and will be subscribed to the channel once open (asking again
+// would confirm it twice, which the watch takes for a lost connection); a
+// closed connection fails at once.
 func (w *Waker) subscribe(s *nodeSub, channel string) {
 	for try := 0; try < 2; try++ {
 		ctx, cancel := context.WithTimeout(context.Background(), w.Cfg.SubscribeTimeout)
 		err := s.Ps.Subscribe(ctx, channel)
+		timedOut := ctx.Err() != nil
 		cancel()
 		if master.IsNoPerm(err) && w.Cfg.SubscribeRefused != nil {
 			w.Cfg.SubscribeRefused(s.index, err)
 		}
-		if err == nil || master.IsNoPerm(err) {
+		if err == nil || master.IsNoPerm(err) || timedOut {
 			return
 		}
 	}
