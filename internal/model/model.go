@@ -111,10 +111,19 @@ func DriftConfig() Config {
 	return c
 }
 
+// attempts is how many acquisitions client ci makes: in the local world,
+// client 1 makes one, and contends with client 0's two waiters.
+func (cfg Config) attempts(ci int) int {
+	if cfg.Local && ci != 0 {
+		return 1
+	}
+	return cfg.Attempts
+}
+
 // LocalConfig is the world of the local hand-off CI explores: client 0
 // has two local waiters, and its first's Unlock may hand the key straight
-// to the second (the hand-off script, one round); client 1 contends; lost
-// replies, the guard, no restarts.
+// to the second (the hand-off script, one round); client 1 contends with
+// one acquisition; lost replies, the guard, no restarts.
 func LocalConfig() Config {
 	c := DefaultConfig()
 	c.Local, c.Attempts, c.Restarts, c.Unreached = true, 2, 0, 0
@@ -305,7 +314,7 @@ func canon(cfg Config, s *state) (perm [nMasters]int) {
 		if c.phase == holding && c.until <= s.now {
 			c.until = 0
 		}
-		if c.phase == idle && int(c.attempt) >= cfg.Attempts {
+		if c.phase == idle && int(c.attempt) >= cfg.attempts(i) {
 			c.made, c.known = false, [nMasters]int8{-1, -1, -1}
 		}
 		if c.phase == idle || cfg.Extends == 0 || cfg.Restarts == 0 {

@@ -62,7 +62,7 @@ func worldSteps(cfg Config, s *state, emit func(action, state)) {
 // reaching some of the masters only.
 func startSteps(cfg Config, s *state, ci int, emit func(action, state)) {
 	c := &s.c[ci]
-	if int(c.attempt) >= cfg.Attempts {
+	if int(c.attempt) >= cfg.attempts(ci) {
 		return
 	}
 	for reached := range 1 << nMasters {
