@@ -94,7 +94,11 @@ func lostRoundCounted(t *testing.T, restart bool) {
 		t.Fatal(err)
 	}
 	settle(x)
-	res := tryLockAsync(a, "k", 20*time.Second)
+	// The waiter's TTL outlasts the whole staging, however slow: were the
+	// first round's token to expire before the second round lands, the
+	// waiter would confirm the lock (its validity counts from its first
+	// announcement), lose, and wait on.
+	res := tryLockAsync(a, "k", scaled(time.Minute))
 	wantKnown(t, x, "k", 1)
 	wantKnown(t, y, "k", 1)
 	token := wantsOf(x, "k")[0]
