@@ -175,14 +175,7 @@ func deliver(cfg Config, s *state, ci, m int, replyLost bool) {
 				c.phase, c.attempt = idle, c.attempt+1
 			}
 		case c.phase == holding && c.extOn && !replyLost:
-			if age >= 0 {
-				c.known[m] = s.now - age
-				if yes {
-					c.set[m] = s.now - age
-				}
-			}
-			c.votes[c.nvotes] = vote{node: int8(m), yes: yes, age: age, at: s.now}
-			c.nvotes++
+			c.record(m, yes, age, s.now)
 			decideExtend(cfg, s, ci, false)
 		}
 		return
@@ -199,16 +192,23 @@ func deliver(cfg Config, s *state, ci, m int, replyLost bool) {
 			c.phase, c.attempt = idle, c.attempt+1
 		}
 	case c.phase == acquiring && !replyLost:
-		if age >= 0 {
-			c.known[m] = s.now - age // what the Client learns of the master (node.memory)
-			if yes {
-				c.set[m] = s.now - age // the memory that holds our key (hold.born)
-			}
-		}
-		c.votes[c.nvotes] = vote{node: int8(m), yes: yes, age: age, at: s.now}
-		c.nvotes++
+		c.record(m, yes, age, s.now)
 		decide(cfg, s, ci, false)
 	} // holding: the key is the lock's, released with it
+}
+
+// record takes master m's answer of now into the round under way: what the
+// Client learns of the master's memory (node.memory), the memory that holds
+// our key (hold.born), and the vote.
+func (c *client) record(m int, yes bool, age, now int8) {
+	if age >= 0 {
+		c.known[m] = now - age
+		if yes {
+			c.set[m] = now - age
+		}
+	}
+	c.votes[c.nvotes] = vote{node: int8(m), yes: yes, age: age, at: now}
+	c.nvotes++
 }
 
 // deliverHandOff runs client ci's hand-off request in flight to master m,
@@ -226,14 +226,7 @@ func deliverHandOff(cfg Config, s *state, ci, m int, replyLost bool) {
 			c.phase, c.attempt, c.prev = idle, c.attempt+1, 0
 		}
 	case c.phase == acquiring && !replyLost:
-		if age >= 0 {
-			c.known[m] = s.now - age
-			if yes {
-				c.set[m] = s.now - age
-			}
-		}
-		c.votes[c.nvotes] = vote{node: int8(m), yes: yes, age: age, at: s.now}
-		c.nvotes++
+		c.record(m, yes, age, s.now)
 		decide(cfg, s, ci, false)
 	}
 	if c.phase == holding && c.net == [nMasters]int8{} {
