@@ -17,6 +17,7 @@ check: lint deps
 	@unformatted=$$(gofmt -l .); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	go vet ./...
 	go run ./internal/docscheck
+	go run ./internal/examplecheck
 	cd bench/peers && go vet . && go test -count=1 -run '^$$' .
 	for m in $(NESTED); do (cd $$m && go vet ./... && go mod tidy -diff) || exit 1; done
 

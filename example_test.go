@@ -9,27 +9,18 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-go/redlock"
-	"github.com/redlock-go/redlock/internal/memredis"
+	"github.com/redlock-go/redlock/redlocktest"
 )
 
-// fiveMasters starts five in-process masters so the examples run anywhere;
-// in production these are five independent redis-server instances.
+// fiveMasters starts five in-process masters (redlocktest's) so the
+// examples run anywhere; in production these are five independent
+// redis-server instances.
 func fiveMasters() (nodes []redis.UniversalClient, stop func()) {
-	var servers []*memredis.Server
-	for range 5 {
-		s, err := memredis.Run()
-		if err != nil {
-			panic(err)
-		}
-		servers = append(servers, s)
-		nodes = append(nodes, redis.NewClient(&redis.Options{Addr: s.Addr()}))
+	m, err := redlocktest.Run(5)
+	if err != nil {
+		panic(err)
 	}
-	return nodes, func() {
-		for i, s := range servers {
-			_ = nodes[i].Close()
-			s.Close()
-		}
-	}
+	return m.Clients(), m.Close
 }
 
 func Example() {

@@ -4,10 +4,11 @@
 # packages its binary compiles must be the library's own dependencies of
 # today: go-redis (and what it compiles), google/uuid and
 # hashicorp/go-multierror (with errwrap). Fails, listing them, when one is
-# added. The library's test-only modules (gopher-lua, goleak,
-# porcupine) may be listed in a consumer's module graph: they are never
-# compiled into it, and Go's graph pruning keeps it from loading their own
-# requirements. OpenTelemetry lives in the nested otel module: never in the
+# added. The modules of the library's tests and of its test kit
+# (redlocktest: miniredis, gopher-lua; goleak, porcupine) may be listed in
+# a consumer's module graph: they are compiled only into the tests that
+# import redlocktest, and Go's graph pruning keeps a consumer from loading
+# their own requirements. OpenTelemetry lives in the nested otel module: never in the
 # core's graph at all.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/redlock-go/redlock/internal/memredis"
+	"github.com/redlock-go/redlock/internal/mini"
 )
 
 // masters is the set of Redis masters the demo runs against: five embedded
@@ -19,7 +19,7 @@ type masters struct {
 	addrs   []string
 	clients []redis.UniversalClient
 
-	embedded []*memredis.Server // nil for real masters
+	embedded []*mini.Server // nil for real masters
 }
 
 func init() {
@@ -43,7 +43,7 @@ var clientOptions = redis.Options{
 func embeddedMasters(n int) (*masters, error) {
 	m := &masters{}
 	for range n {
-		s, err := memredis.Run()
+		s, err := mini.Run()
 		if err != nil {
 			m.close()
 			return nil, fmt.Errorf("start embedded master: %w", err)

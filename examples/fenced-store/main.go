@@ -21,7 +21,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-go/redlock"
-	"github.com/redlock-go/redlock/internal/memredis"
+	"github.com/redlock-go/redlock/redlocktest"
 )
 
 func main() {
@@ -84,25 +84,14 @@ func verdict(o outcome) string {
 	return fmt.Sprintf("unexpected: the store holds %q; A's write got %v", o.final, o.lateWrite)
 }
 
-// startMasters starts n in-process masters; in production these are n
-// independent redis-server instances.
+// startMasters starts n in-process masters (redlocktest's); in production
+// these are n independent redis-server instances.
 func startMasters(n int) (addrs []string, stop func(), err error) {
-	var servers []*memredis.Server
-	stop = func() {
-		for _, s := range servers {
-			s.Close()
-		}
+	m, err := redlocktest.Run(n)
+	if err != nil {
+		return nil, nil, fmt.Errorf("start the embedded masters: %w", err)
 	}
-	for range n {
-		s, err := memredis.Run()
-		if err != nil {
-			stop()
-			return nil, nil, fmt.Errorf("start an embedded master: %w", err)
-		}
-		servers = append(servers, s)
-		addrs = append(addrs, s.Addr())
-	}
-	return addrs, stop, nil
+	return m.Addrs(), m.Close, nil
 }
 
 // newClient returns a redlock Client with its own connections to the

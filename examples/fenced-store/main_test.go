@@ -13,17 +13,14 @@ import (
 	"testing"
 
 	"github.com/redlock-go/redlock"
-	"github.com/redlock-go/redlock/internal/memredis"
+	"github.com/redlock-go/redlock/redlocktest"
 )
 
 // newHolders returns two Clients, each with its own connections, on five
 // fresh embedded masters.
 func newHolders(t *testing.T) (a, b *redlock.Client) {
 	t.Helper()
-	var addrs []string
-	for range 5 {
-		addrs = append(addrs, memredis.RunT(t).Addr())
-	}
+	addrs := redlocktest.Start(t, 5).Addrs()
 	a, closeA, err := newClient(addrs)
 	if err != nil {
 		t.Fatal(err)

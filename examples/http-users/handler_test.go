@@ -8,27 +8,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-	"github.com/redlock-go/redlock/internal/memredis"
-
 	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/redlocktest"
 )
 
 func newLocks(t *testing.T) *redlock.Client {
 	t.Helper()
-	var nodes []redis.UniversalClient
-	for range 5 {
-		s := memredis.RunT(t)
-		c := redis.NewClient(&redis.Options{Addr: s.Addr()})
-		t.Cleanup(func() { _ = c.Close() })
-		nodes = append(nodes, c)
-	}
-	locks, err := redlock.New(nodes, redlock.WithNodeTimeout(time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = locks.Close() })
-	return locks
+	return redlocktest.Start(t, 5).NewClient(t, redlock.WithNodeTimeout(time.Second))
 }
 
 // post sends n concurrent POSTs for name, released together, and counts the

@@ -38,9 +38,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/redlock-go/redlock"
-	"github.com/redlock-go/redlock/internal/chaos"
-	"github.com/redlock-go/redlock/internal/memredis"
 	redlockotel "github.com/redlock-go/redlock/otel"
+	"github.com/redlock-go/redlock/redlocktest"
 )
 
 func main() {
@@ -239,8 +238,8 @@ func trimScope(line string) string {
 }
 
 // masters returns the five masters' clients; with embedded ones, hang
-// makes the fifth stop answering (its proxy swallows every request), and
-// heal makes it answer again.
+// makes the fifth stop answering (it holds every request), and heal makes
+// it answer again.
 func masters(o options) (nodes []redis.UniversalClient, hang, heal, cleanup func(), err error) {
 	var closers []func()
 	cleanup = func() {
@@ -256,26 +255,27 @@ func masters(o options) (nodes []redis.UniversalClient, hang, heal, cleanup func
 		}
 		return nodes, nil, nil, cleanup, nil
 	}
-	for i := range 5 {
-		s, err := memredis.Run()
-		if err != nil {
-			cleanup()
-			return nil, nil, nil, nil, err
-		}
-		closers = append(closers, s.Close)
-		addr := s.Addr()
-		if i == 4 && o.hangAt > 0 {
-			p, err := chaos.NewProxy("127.0.0.1:0", addr)
-			if err != nil {
-				cleanup()
-				return nil, nil, nil, nil, err
-			}
-			closers = append(closers, p.Stop)
-			hang, heal, addr = p.BlackHole, p.Heal, p.Addr()
-		}
-		c := redis.NewClient(&redis.Options{Addr: addr})
-		closers = append(closers, func() { _ = c.Close() })
-		nodes = append(nodes, c)
+	m, err := redlocktest.Run(5)
+	if err != nil {
+		return nil, nil, nil, nil, err
 	}
+	closers = append(closers, m.Close)
+	if o.hangAt > 0 {
+		var mu sync.Mutex // hang runs on a timer's goroutine
+		var resume func()
+		hang = func() {
+			mu.Lock()
+			defer mu.Unlock()
+			resume = m.Pause(4)
+		}
+		heal = func() {
+			mu.Lock()
+			defer mu.Unlock()
+			if resume != nil {
+				resume()
+			}
+		}
+	}
+	nodes = m.Clients()
 	return nodes, hang, heal, cleanup, nil
 }

@@ -17,27 +17,27 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/redlock-go/redlock/internal/memredis"
+	"github.com/redlock-go/redlock/internal/mini"
 	"github.com/redlock-go/redlock/internal/redistest"
 	"github.com/redlock-go/redlock/internal/script"
 )
 
-// minis is the unit tier's set of masters: in-process memredis servers,
+// minis is the unit tier's set of masters: in-process miniredis servers (internal/mini),
 // whose clocks stand still but for fastForward (TTLs read back exactly).
 type minis struct {
 	t       *testing.T
-	servers []*memredis.Server
+	servers []*mini.Server
 	clients []redis.UniversalClient
 	made    []*Client // by client, for fastForward
 }
 
-// newMinis starts n memredis servers and a go-redis client for each, with
+// newMinis starts n miniredis servers and a go-redis client for each, with
 // go-redis's defaults unless opt says otherwise.
 func newMinis(t *testing.T, n int, opt *redis.Options) *minis {
 	t.Helper()
 	m := &minis{t: t}
 	for range n {
-		s := memredis.RunT(t)
+		s := mini.RunT(t)
 		s.FreezeClock()
 		o := redis.Options{}
 		if opt != nil {
@@ -111,7 +111,7 @@ func fingerprintOf(v string) string {
 func isMarked(v, w string) bool { return v != "" && w == fingerprintOf(v) }
 
 // A keyspace is a set of masters a test can look into and write to
-// directly, bypassing the Client: memredis servers or real ones.
+// directly, bypassing the Client: miniredis servers or real ones.
 type keyspace interface {
 	values(key string) []string // the token key holds on every node, "" where absent
 	take(i int, key, token string, ttl time.Duration)
