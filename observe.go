@@ -113,20 +113,25 @@ type NodeResult = engine.NodeResult
 // A NodeOutcome is how one master answered one request.
 type NodeOutcome = engine.NodeOutcome
 
-// How a master answered, in NodeResult and NodeReplyEvent.
+// How a master answered, in NodeResult and NodeReplyEvent. Each prints
+// (String) as its name less the Node prefix, in lower case: "pending",
+// "yes", "refused", "timeout", "failed", "canceled", "quarantined".
 const (
+	// NodePending: not answered when the round was decided (or skipped).
 	NodePending = engine.NodePending
-
+	// NodeYes: voted yes.
 	NodeYes = engine.NodeYes
-
+	// NodeRefused: voted no; the key held another token (ErrNodeRefused).
 	NodeRefused = engine.NodeRefused
-
+	// NodeTimeout: missed its deadline (ErrNodeTimeout).
 	NodeTimeout = engine.NodeTimeout
-
+	// NodeFailed: failed; a refused connection, an error reply, a broken
+	// script.
 	NodeFailed = engine.NodeFailed
-
+	// NodeCanceled: the caller's ctx, or the lock's validity end, cut the
+	// request short before its node deadline; says nothing of the master.
 	NodeCanceled = engine.NodeCanceled
-
+	// NodeQuarantined: said yes, not counted (ErrNodeQuarantined).
 	NodeQuarantined = engine.NodeQuarantined
 )
 
@@ -161,17 +166,23 @@ type NodeStateEvent = engine.NodeStateEvent
 // An AcquireOutcome is how TryLock or Lock ended.
 type AcquireOutcome = engine.AcquireOutcome
 
-// How TryLock or Lock ended, in AcquireEvent.
+// How TryLock or Lock ended, in AcquireEvent. Each prints (String) as its
+// name less the Acquire prefix, in snake case: "obtained", "contended",
+// "majority_unreachable", "ctx_ended", "failed".
 const (
-	Obtained = engine.Obtained
-
-	Contended = engine.Contended
-
-	MajorityUnreachable = engine.MajorityUnreachable
-
-	CtxEnded = engine.CtxEnded
-
-	OtherFailure = engine.OtherFailure
+	// AcquireObtained: the lock is held.
+	AcquireObtained = engine.AcquireObtained
+	// AcquireContended: another token held the key, on at least one
+	// master that refused.
+	AcquireContended = engine.AcquireContended
+	// AcquireMajorityUnreachable: masters failed, timed out or were
+	// quarantined, and none refused, or too many for a majority.
+	AcquireMajorityUnreachable = engine.AcquireMajorityUnreachable
+	// AcquireCtxEnded: the caller's ctx ended first, and nothing above
+	// says more.
+	AcquireCtxEnded = engine.AcquireCtxEnded
+	// AcquireFailed: bad input, a closed Client, or no validity left.
+	AcquireFailed = engine.AcquireFailed
 )
 
 // An AcquireEvent is TryLock or Lock returning.
@@ -183,7 +194,7 @@ const (
 //	Key     string
 //	Wait    time.Duration // from the call to its return
 //	Outcome AcquireOutcome
-//	Err     error // nil when Obtained
+//	Err     error // nil when AcquireObtained
 type AcquireEvent = engine.AcquireEvent
 
 // An ExtendEvent is Extend returning.

@@ -137,8 +137,11 @@ const (
 	NodeQuarantined                    // said yes, not counted (ErrNodeQuarantined)
 )
 
-var nodeOutcomeNames = [...]string{"pending", "yes", "refused", "timeout", "error", "canceled", "quarantined"}
+var nodeOutcomeNames = [...]string{"pending", "yes", "refused", "timeout", "failed", "canceled", "quarantined"}
 
+// String returns the outcome's name less its Node prefix, in lower case
+// ("yes", "timeout", "failed"), as events, logs and the OpenTelemetry
+// module record it; "unknown" for a value out of range.
 func (o NodeOutcome) String() string {
 	if o < 0 || int(o) >= len(nodeOutcomeNames) {
 		return "unknown"
@@ -175,15 +178,18 @@ type AcquireOutcome int
 
 // How TryLock or Lock ended, in AcquireEvent.
 const (
-	Obtained            AcquireOutcome = iota // the lock is held
-	Contended                                 // another token held the key (on at least one master that refused)
-	MajorityUnreachable                       // masters failed, timed out or were quarantined, and none refused, or too many for a majority
-	CtxEnded                                  // the caller's ctx ended first (and nothing above says more)
-	OtherFailure                              // bad input, a closed Client, no validity left
+	AcquireObtained            AcquireOutcome = iota // the lock is held
+	AcquireContended                                 // another token held the key (on at least one master that refused)
+	AcquireMajorityUnreachable                       // masters failed, timed out or were quarantined, and none refused, or too many for a majority
+	AcquireCtxEnded                                  // the caller's ctx ended first (and nothing above says more)
+	AcquireFailed                                    // bad input, a closed Client, no validity left
 )
 
 var acquireOutcomeNames = [...]string{"obtained", "contended", "majority_unreachable", "ctx_ended", "failed"}
 
+// String returns the outcome's name less its Acquire prefix, in snake case
+// ("obtained", "majority_unreachable"), as events, logs and the
+// OpenTelemetry module record it; "unknown" for a value out of range.
 func (o AcquireOutcome) String() string {
 	if o < 0 || int(o) >= len(acquireOutcomeNames) {
 		return "unknown"
@@ -198,7 +204,7 @@ type AcquireEvent struct {
 	Key     string
 	Wait    time.Duration // from the call to its return
 	Outcome AcquireOutcome
-	Err     error // nil when Obtained
+	Err     error // nil when AcquireObtained
 }
 
 // An ExtendEvent is Extend returning.

@@ -216,7 +216,7 @@ func TestObserverAndLogUnderAPausedMaster(t *testing.T) {
 		t.Fatalf("Acquire events = %+v, want 5 TryLock and 1 Lock", acquires)
 	}
 	for _, e := range acquires {
-		if e.Outcome != Obtained || e.Err != nil || e.Wait <= 0 || e.Key != key {
+		if e.Outcome != AcquireObtained || e.Err != nil || e.Wait <= 0 || e.Key != key {
 			t.Fatalf("Acquire event %+v, want obtained", e)
 		}
 	}
@@ -263,8 +263,8 @@ func TestObserverAndLogUnderAPausedMaster(t *testing.T) {
 }
 
 // TestObserverUnderContention: another Client's TryLock on a held key is
-// Contended, every master refusing; its Lock that times out waiting is
-// Contended too, and matches the ctx's error; a release to a local waiter
+// AcquireContended, every master refusing; its Lock that times out waiting is
+// AcquireContended too, and matches the ctx's error; a release to a local waiter
 // is a hand-off, to another Client's waiter a remote one.
 func TestObserverUnderContention(t *testing.T) {
 	r := startReal(t, 5)
@@ -283,7 +283,7 @@ func TestObserverUnderContention(t *testing.T) {
 	}
 	settle(b)
 	acq := snapshot(&recB, &recB.acquires)
-	if len(acq) != 1 || acq[0].Outcome != Contended || acq[0].Op != "TryLock" || !errors.Is(acq[0].Err, ErrNotObtained) {
+	if len(acq) != 1 || acq[0].Outcome != AcquireContended || acq[0].Op != "TryLock" || !errors.Is(acq[0].Err, ErrNotObtained) {
 		t.Fatalf("B's Acquire events = %+v, want one contended TryLock", acq)
 	}
 	rounds := snapshot(&recB, &recB.rounds)
@@ -307,7 +307,7 @@ func TestObserverUnderContention(t *testing.T) {
 		t.Fatalf("Lock on a held key = %v, want the ctx's end", err)
 	}
 	acq = snapshot(&recB, &recB.acquires)
-	if e := acq[len(acq)-1]; e.Op != "Lock" || e.Outcome != Contended || e.Wait < scaled(300*time.Millisecond)-time.Millisecond {
+	if e := acq[len(acq)-1]; e.Op != "Lock" || e.Outcome != AcquireContended || e.Wait < scaled(300*time.Millisecond)-time.Millisecond {
 		t.Fatalf("B's Lock event %+v: want contended after its wait", e)
 	}
 
@@ -399,7 +399,7 @@ func TestQueuedWaitersNameTheOutage(t *testing.T) {
 			t.Fatalf("Lock = %v: its cause reads %v, want a majority unreachable", err, qe.cause())
 		}
 	}
-	wantOutcomes(t, &rec, MajorityUnreachable)
+	wantOutcomes(t, &rec, AcquireMajorityUnreachable)
 	for i := range 3 {
 		r.servers[i].Resume()
 	}
@@ -786,7 +786,7 @@ func TestContentionBesideAFailingMasterIsContended(t *testing.T) {
 	if oomSeen == 0 {
 		t.Fatalf("the master at maxmemory failed in none of %d rounds: the test proves nothing", tries)
 	}
-	wantOutcomes(t, &rec, Contended)
+	wantOutcomes(t, &rec, AcquireContended)
 	t.Logf("the OOM master's failure was among the deciding answers in %d of %d rounds", oomSeen, tries)
 }
 
@@ -873,7 +873,7 @@ func TestQuarantineIsNotContention(t *testing.T) {
 			t.Fatalf("TryLock = %v: its cause reads %v, want a majority unreachable", err, qe.cause())
 		}
 	}
-	wantOutcomes(t, &rec, MajorityUnreachable)
+	wantOutcomes(t, &rec, AcquireMajorityUnreachable)
 }
 
 // TestExtendAtTheValidityEndBlamesNoMaster: an Extend made just before its
