@@ -27,14 +27,24 @@ import (
 // key as a metric label (its cardinality is unbounded). No event carries a
 // lock's token: a token is a capability (see Lock.Token).
 //
+// Operations have one name each, in snake case, wherever they appear:
+// events, logs, the OpenTelemetry module and QuorumError.Op. A call's op
+// (Start, AcquireEvent) is its method's name: "try_lock", "lock",
+// "try_lock_multi", "lock_multi", "do", "do_multi", "extend", "unlock" or
+// "resume". A round's op (RoundEvent, NodeReplyEvent, QuarantineEvent,
+// QuorumError) is what the round does: "lock", "extend", "unlock", "fence",
+// "resume", "inspect", "hand_off" or "confirm". A call and a round of the
+// same operation share the name: Extend makes "extend" rounds, and every
+// acquisition ("try_lock", "lock", "lock_multi", "do", ...) makes "lock"
+// rounds.
+//
 // Its fields:
 //
 //	// Start is called as TryLock, Lock, Do, Extend and Unlock begin, and
 //	// the calls made of them (TryLockMulti, LockMulti, DoMulti, Resume);
-//	// op is "TryLock", "Lock", "Do", "Extend", "Unlock", "TryLockMulti",
-//	// "LockMulti" or "Resume", and for a multi-key call key is its keys
-//	// joined by commas. The context it returns
-//	// is the one the call then works with, and the one its events carry
+//	// op is the call's (see above), and for a multi-key call key is its
+//	// keys joined by commas, as in Lock.Key. The context it returns is the
+//	// one the call then works with, and the one its events carry
 //	// in Ctx, so that a tracer can start a span here and end it in the
 //	// call's last event (Acquire, Extend, Release or DoEnd). It must return
 //	// ctx or a context derived from it.
@@ -85,7 +95,7 @@ type Observer = engine.Observer
 //
 //	Ctx context.Context
 //	// Op is the round's operation: "lock", "extend", "unlock", "fence" or
-//	// "resume", as in QuorumError; "hand-off" (Unlock handing the lock to a
+//	// "resume", as in QuorumError; "hand_off" (Unlock handing the lock to a
 //	// waiter); "confirm" (a Lock waiting on another Client's hand-off
 //	// checking with an extension round that the key is its own: after a
 //	// long wait, or when it missed the hand-off's notices).
@@ -190,7 +200,7 @@ const (
 // Its fields:
 //
 //	Ctx     context.Context
-//	Op      string // "TryLock", "Lock", "TryLockMulti", "LockMulti" or "Resume"
+//	Op      string // "try_lock", "lock", "try_lock_multi", "lock_multi" or "resume"
 //	Key     string
 //	Wait    time.Duration // from the call to its return
 //	Outcome AcquireOutcome
