@@ -97,7 +97,7 @@ func TestEveryCallForwards(t *testing.T) {
 		t.Fatalf("Fence: %d, %v", f, err)
 	}
 	in, err := c.Inspect(ctx, "facade")
-	if err != nil || in.Holding != 5 || in.HeldBy(l.Token()) != 5 {
+	if err != nil || in.Holding != 5 || in.HoldingFor(l.Token()) != 5 {
 		t.Fatalf("Inspect: %+v, %v", in, err)
 	}
 	if held, err := l.Held(ctx); err != nil || !held {
