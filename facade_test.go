@@ -42,8 +42,8 @@ func TestTheZeroValuesAreRefused(t *testing.T) {
 		default:
 			t.Errorf("Done of %v is open", l)
 		}
-		if !l.Until().IsZero() || l.Token() != "" {
-			t.Errorf("%v: Until %v, Token %q, want zero", l, l.Until(), l.Token())
+		if !l.Until().IsZero() || l.Token() != "" || l.Key() != "" || l.Keys() != nil {
+			t.Errorf("%v: Until %v, Token %q, Key %q, Keys %q, want zero", l, l.Until(), l.Token(), l.Key(), l.Keys())
 		}
 	}
 	if l := redlock.LockFromContext(context.Background()); l != nil {
@@ -69,7 +69,11 @@ func TestEveryCallForwards(t *testing.T) {
 	nodes, stop := fiveMasters()
 	defer stop()
 	var rounds int
-	c, err := redlock.New(nodes, redlock.WithObserver(redlock.Observer{Round: func(redlock.RoundEvent) { rounds++ }}))
+	var acquired []string // the Key of every Acquire event
+	c, err := redlock.New(nodes, redlock.WithObserver(redlock.Observer{
+		Round:   func(redlock.RoundEvent) { rounds++ },
+		Acquire: func(e redlock.AcquireEvent) { acquired = append(acquired, e.Key) },
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,9 +118,11 @@ func TestEveryCallForwards(t *testing.T) {
 		t.Fatalf("Unlock of a lock Resume released: %v, want ErrNotHeld", err)
 	}
 
+	// A multi-key lock's Key is its name, the Key its events carry; Keys
+	// are its keys.
 	m, err := c.LockMulti(ctx, []string{"{f}a", "{f}b"}, 10*time.Second)
-	if err != nil || len(m.Keys()) != 2 {
-		t.Fatalf("LockMulti: %v, %v", m, err)
+	if err != nil || fmt.Sprint(m.Keys()) != "[{f}a {f}b]" || m.Key() != "{f}a,{f}b" || acquired[len(acquired)-1] != m.Key() {
+		t.Fatalf("LockMulti: %v, %v: Keys %q, Key %q, its Acquire event's Key %q", m, err, m.Keys(), m.Key(), acquired[len(acquired)-1])
 	}
 	if err := m.Unlock(ctx); err != nil {
 		t.Fatal(err)
