@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -172,6 +176,67 @@ func TestALockPrintsNoToken(t *testing.T) {
 		}
 		if !strings.Contains(s, "redlock") && !strings.Contains(s, "printed") {
 			t.Errorf("%q names neither the package nor the key", s)
+		}
+	}
+}
+
+// TestEverySentinelMatchesItselfWrapped: every exported sentinel error
+// (every Err… variable of the package, found by parsing it, so that a new
+// one cannot be left out) still matches itself through errors.Is once
+// wrapped with %w, joined, or both, and matches no other sentinel.
+func TestEverySentinelMatchesItselfWrapped(t *testing.T) {
+	sentinels := map[string]error{
+		"ErrNotObtained":     redlock.ErrNotObtained,
+		"ErrNotHeld":         redlock.ErrNotHeld,
+		"ErrInvalidArgument": redlock.ErrInvalidArgument,
+		"ErrClosed":          redlock.ErrClosed,
+		"ErrLockLost":        redlock.ErrLockLost,
+		"ErrNodeTimeout":     redlock.ErrNodeTimeout,
+		"ErrNodeRefused":     redlock.ErrNodeRefused,
+		"ErrNodeQuarantined": redlock.ErrNodeQuarantined,
+		"ErrGuardRights":     redlock.ErrGuardRights,
+		"ErrEvictionPolicy":  redlock.ErrEvictionPolicy,
+	}
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), name, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range f.Decls {
+			g, ok := d.(*ast.GenDecl)
+			if !ok || g.Tok != token.VAR {
+				continue
+			}
+			for _, s := range g.Specs {
+				for _, n := range s.(*ast.ValueSpec).Names {
+					if _, listed := sentinels[n.Name]; n.IsExported() && strings.HasPrefix(n.Name, "Err") && !listed {
+						t.Errorf("sentinel %s is not in this test's table", n.Name)
+					}
+				}
+			}
+		}
+	}
+	for name, s := range sentinels {
+		if s == nil {
+			t.Fatalf("%s is nil", name)
+		}
+		wrapped := fmt.Errorf("redlock: op %q: %w", "k", s)
+		for _, err := range []error{wrapped, fmt.Errorf("outer: %w", wrapped), errors.Join(context.Canceled, wrapped)} {
+			if !errors.Is(err, s) {
+				t.Errorf("%s: errors.Is(%q, %s) is false", name, err, name)
+			}
+			for other, o := range sentinels {
+				if other != name && errors.Is(err, o) {
+					t.Errorf("%s wrapped matches %s too", name, other)
+				}
+			}
 		}
 	}
 }
