@@ -287,8 +287,8 @@ func (c *Client) DoMulti(ctx context.Context, keys []string, ttl time.Duration, 
 // Lock you hold, within its Until, says that.
 //
 // An Inspection prints (fmt, with any verb; log/slog, with any handler) as
-// its exported fields, never as the values the masters hold: HoldingFor is the
-// only way to compare them with a token.
+// its exported fields, never as the values the masters hold: HoldingFor is
+// the only way to compare them with a token.
 //
 // Its fields:
 //

@@ -24,8 +24,8 @@ import (
 // Lock you hold, within its Until, says that.
 //
 // An Inspection prints (fmt, with any verb; log/slog, with any handler) as
-// its exported fields, never as the values the masters hold: HoldingFor is the
-// only way to compare them with a token.
+// its exported fields, never as the values the masters hold: HoldingFor is
+// the only way to compare them with a token.
 type Inspection struct {
 	Key     string
 	Masters int // how many masters the Client has

@@ -209,8 +209,8 @@ func (l *Lock) Key() string {
 }
 
 // Keys returns the locked keys: the one key of a single-key lock, or a
-// multi-key lock's in the order given; nil for a nil or zero *Lock. The slice is
-// the caller's to change.
+// multi-key lock's in the order given; nil for a nil or zero *Lock. The
+// slice is the caller's to change.
 func (l *Lock) Keys() []string {
 	if l == nil || l.key == "" { // nil, or a zero Lock
 		return nil

@@ -39,9 +39,9 @@ import (
 // "resume". A round's op (RoundEvent, NodeReplyEvent, QuarantineEvent,
 // QuorumError) is what the round does: "lock", "extend", "unlock", "fence",
 // "resume", "inspect", "hand_off" or "confirm". A call and a round of the
-// same operation share the name: Extend makes "extend" rounds, and every
-// acquisition ("try_lock", "lock", "lock_multi", "do", ...) makes "lock"
-// rounds.
+// same operation share the name: Extend makes "extend" rounds, Resume
+// "resume" rounds, and the other acquisitions ("try_lock", "lock",
+// "try_lock_multi", "lock_multi", and Do's and DoMulti's) "lock" rounds.
 type Observer struct {
 	// Start is called as TryLock, Lock, Do, Extend and Unlock begin, and
 	// the calls made of them (TryLockMulti, LockMulti, DoMulti, Resume);
