@@ -270,7 +270,7 @@ func ExampleWithObserver() {
 	mu.Lock()
 	defer mu.Unlock()
 	fmt.Println(seen)
-	// Output: [TryLock k obtained=true]
+	// Output: [try_lock k obtained=true]
 }
 
 // WithLogger logs to log/slog: at Warn, masters starting to fail and

@@ -199,7 +199,7 @@ func ExampleClient_Inspect() {
 	// (TryLock returned at a majority: the other masters' SETs may still be
 	// on their way.)
 	fmt.Printf("%d of %d answered; held by this lock on a majority: %v; TTL left ≤ 1m: %v\n",
-		in.Answered, in.Masters, in.HeldBy(l.Token()) >= in.Quorum, in.MaxTTL <= time.Minute)
+		in.Answered, in.Masters, in.HoldingFor(l.Token()) >= in.Quorum, in.MaxTTL <= time.Minute)
 	_ = l.Unlock(ctx)
 	// Output:
 	// 5 of 5 answered; held by this lock on a majority: true; TTL left ≤ 1m: true

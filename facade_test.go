@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -42,8 +46,8 @@ func TestTheZeroValuesAreRefused(t *testing.T) {
 		default:
 			t.Errorf("Done of %v is open", l)
 		}
-		if !l.Until().IsZero() || l.Token() != "" {
-			t.Errorf("%v: Until %v, Token %q, want zero", l, l.Until(), l.Token())
+		if !l.Until().IsZero() || l.Token() != "" || l.Key() != "" || l.Keys() != nil {
+			t.Errorf("%v: Until %v, Token %q, Key %q, Keys %q, want zero", l, l.Until(), l.Token(), l.Key(), l.Keys())
 		}
 	}
 	if l := redlock.LockFromContext(context.Background()); l != nil {
@@ -69,7 +73,11 @@ func TestEveryCallForwards(t *testing.T) {
 	nodes, stop := fiveMasters()
 	defer stop()
 	var rounds int
-	c, err := redlock.New(nodes, redlock.WithObserver(redlock.Observer{Round: func(redlock.RoundEvent) { rounds++ }}))
+	var acquired []string // the Key of every Acquire event
+	c, err := redlock.New(nodes, redlock.WithObserver(redlock.Observer{
+		Round:   func(redlock.RoundEvent) { rounds++ },
+		Acquire: func(e redlock.AcquireEvent) { acquired = append(acquired, e.Key) },
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +105,7 @@ func TestEveryCallForwards(t *testing.T) {
 		t.Fatalf("Fence: %d, %v", f, err)
 	}
 	in, err := c.Inspect(ctx, "facade")
-	if err != nil || in.Holding != 5 || in.HeldBy(l.Token()) != 5 {
+	if err != nil || in.Holding != 5 || in.HoldingFor(l.Token()) != 5 {
 		t.Fatalf("Inspect: %+v, %v", in, err)
 	}
 	if held, err := l.Held(ctx); err != nil || !held {
@@ -114,9 +122,11 @@ func TestEveryCallForwards(t *testing.T) {
 		t.Fatalf("Unlock of a lock Resume released: %v, want ErrNotHeld", err)
 	}
 
+	// A multi-key lock's Key is its name, the Key its events carry; Keys
+	// are its keys.
 	m, err := c.LockMulti(ctx, []string{"{f}a", "{f}b"}, 10*time.Second)
-	if err != nil || len(m.Keys()) != 2 {
-		t.Fatalf("LockMulti: %v, %v", m, err)
+	if err != nil || fmt.Sprint(m.Keys()) != "[{f}a {f}b]" || m.Key() != "{f}a,{f}b" || acquired[len(acquired)-1] != m.Key() {
+		t.Fatalf("LockMulti: %v, %v: Keys %q, Key %q, its Acquire event's Key %q", m, err, m.Keys(), m.Key(), acquired[len(acquired)-1])
 	}
 	if err := m.Unlock(ctx); err != nil {
 		t.Fatal(err)
@@ -166,6 +176,67 @@ func TestALockPrintsNoToken(t *testing.T) {
 		}
 		if !strings.Contains(s, "redlock") && !strings.Contains(s, "printed") {
 			t.Errorf("%q names neither the package nor the key", s)
+		}
+	}
+}
+
+// TestEverySentinelMatchesItselfWrapped: every exported sentinel error
+// (every Err… variable of the package, found by parsing it, so that a new
+// one cannot be left out) still matches itself through errors.Is once
+// wrapped with %w, joined, or both, and matches no other sentinel.
+func TestEverySentinelMatchesItselfWrapped(t *testing.T) {
+	sentinels := map[string]error{
+		"ErrNotObtained":     redlock.ErrNotObtained,
+		"ErrNotHeld":         redlock.ErrNotHeld,
+		"ErrInvalidArgument": redlock.ErrInvalidArgument,
+		"ErrClosed":          redlock.ErrClosed,
+		"ErrLockLost":        redlock.ErrLockLost,
+		"ErrNodeTimeout":     redlock.ErrNodeTimeout,
+		"ErrNodeRefused":     redlock.ErrNodeRefused,
+		"ErrNodeQuarantined": redlock.ErrNodeQuarantined,
+		"ErrGuardRights":     redlock.ErrGuardRights,
+		"ErrEvictionPolicy":  redlock.ErrEvictionPolicy,
+	}
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), name, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range f.Decls {
+			g, ok := d.(*ast.GenDecl)
+			if !ok || g.Tok != token.VAR {
+				continue
+			}
+			for _, s := range g.Specs {
+				for _, n := range s.(*ast.ValueSpec).Names {
+					if _, listed := sentinels[n.Name]; n.IsExported() && strings.HasPrefix(n.Name, "Err") && !listed {
+						t.Errorf("sentinel %s is not in this test's table", n.Name)
+					}
+				}
+			}
+		}
+	}
+	for name, s := range sentinels {
+		if s == nil {
+			t.Fatalf("%s is nil", name)
+		}
+		wrapped := fmt.Errorf("redlock: op %q: %w", "k", s)
+		for _, err := range []error{wrapped, fmt.Errorf("outer: %w", wrapped), errors.Join(context.Canceled, wrapped)} {
+			if !errors.Is(err, s) {
+				t.Errorf("%s: errors.Is(%q, %s) is false", name, err, name)
+			}
+			for other, o := range sentinels {
+				if other != name && errors.Is(err, o) {
+					t.Errorf("%s wrapped matches %s too", name, other)
+				}
+			}
 		}
 	}
 }

@@ -27,14 +27,24 @@ import (
 // key as a metric label (its cardinality is unbounded). No event carries a
 // lock's token: a token is a capability (see Lock.Token).
 //
+// Operations have one name each, in snake case, wherever they appear:
+// events, logs, the OpenTelemetry module and QuorumError.Op. A call's op
+// (Start, AcquireEvent) is its method's name: "try_lock", "lock",
+// "try_lock_multi", "lock_multi", "do", "do_multi", "extend", "unlock" or
+// "resume". A round's op (RoundEvent, NodeReplyEvent, QuarantineEvent,
+// QuorumError) is what the round does: "lock", "extend", "unlock", "fence",
+// "resume", "inspect", "hand_off" or "confirm". A call and a round of the
+// same operation share the name: Extend makes "extend" rounds, Resume
+// "resume" rounds, and the other acquisitions ("try_lock", "lock",
+// "try_lock_multi", "lock_multi", and Do's and DoMulti's) "lock" rounds.
+//
 // Its fields:
 //
 //	// Start is called as TryLock, Lock, Do, Extend and Unlock begin, and
 //	// the calls made of them (TryLockMulti, LockMulti, DoMulti, Resume);
-//	// op is "TryLock", "Lock", "Do", "Extend", "Unlock", "TryLockMulti",
-//	// "LockMulti" or "Resume", and for a multi-key call key is its keys
-//	// joined by commas. The context it returns
-//	// is the one the call then works with, and the one its events carry
+//	// op is the call's (see above), and for a multi-key call key is its
+//	// keys joined by commas, as in Lock.Key. The context it returns is the
+//	// one the call then works with, and the one its events carry
 //	// in Ctx, so that a tracer can start a span here and end it in the
 //	// call's last event (Acquire, Extend, Release or DoEnd). It must return
 //	// ctx or a context derived from it.
@@ -85,7 +95,7 @@ type Observer = engine.Observer
 //
 //	Ctx context.Context
 //	// Op is the round's operation: "lock", "extend", "unlock", "fence" or
-//	// "resume", as in QuorumError; "hand-off" (Unlock handing the lock to a
+//	// "resume", as in QuorumError; "hand_off" (Unlock handing the lock to a
 //	// waiter); "confirm" (a Lock waiting on another Client's hand-off
 //	// checking with an extension round that the key is its own: after a
 //	// long wait, or when it missed the hand-off's notices).
@@ -113,20 +123,25 @@ type NodeResult = engine.NodeResult
 // A NodeOutcome is how one master answered one request.
 type NodeOutcome = engine.NodeOutcome
 
-// How a master answered, in NodeResult and NodeReplyEvent.
+// How a master answered, in NodeResult and NodeReplyEvent. Each prints
+// (String) as its name less the Node prefix, in lower case: "pending",
+// "yes", "refused", "timeout", "failed", "canceled", "quarantined".
 const (
+	// NodePending: not answered when the round was decided (or skipped).
 	NodePending = engine.NodePending
-
+	// NodeYes: voted yes.
 	NodeYes = engine.NodeYes
-
+	// NodeRefused: voted no; the key held another token (ErrNodeRefused).
 	NodeRefused = engine.NodeRefused
-
+	// NodeTimeout: missed its deadline (ErrNodeTimeout).
 	NodeTimeout = engine.NodeTimeout
-
+	// NodeFailed: failed; a refused connection, an error reply, a broken
+	// script.
 	NodeFailed = engine.NodeFailed
-
+	// NodeCanceled: the caller's ctx, or the lock's validity end, cut the
+	// request short before its node deadline; says nothing of the master.
 	NodeCanceled = engine.NodeCanceled
-
+	// NodeQuarantined: said yes, not counted (ErrNodeQuarantined).
 	NodeQuarantined = engine.NodeQuarantined
 )
 
@@ -161,17 +176,23 @@ type NodeStateEvent = engine.NodeStateEvent
 // An AcquireOutcome is how TryLock or Lock ended.
 type AcquireOutcome = engine.AcquireOutcome
 
-// How TryLock or Lock ended, in AcquireEvent.
+// How TryLock or Lock ended, in AcquireEvent. Each prints (String) as its
+// name less the Acquire prefix, in snake case: "obtained", "contended",
+// "majority_unreachable", "ctx_ended", "failed".
 const (
-	Obtained = engine.Obtained
-
-	Contended = engine.Contended
-
-	MajorityUnreachable = engine.MajorityUnreachable
-
-	CtxEnded = engine.CtxEnded
-
-	OtherFailure = engine.OtherFailure
+	// AcquireObtained: the lock is held.
+	AcquireObtained = engine.AcquireObtained
+	// AcquireContended: another token held the key, on at least one
+	// master that refused.
+	AcquireContended = engine.AcquireContended
+	// AcquireMajorityUnreachable: masters failed, timed out or were
+	// quarantined, and none refused, or too many for a majority.
+	AcquireMajorityUnreachable = engine.AcquireMajorityUnreachable
+	// AcquireCtxEnded: the caller's ctx ended first, and nothing above
+	// says more.
+	AcquireCtxEnded = engine.AcquireCtxEnded
+	// AcquireFailed: bad input, a closed Client, or no validity left.
+	AcquireFailed = engine.AcquireFailed
 )
 
 // An AcquireEvent is TryLock or Lock returning.
@@ -179,11 +200,11 @@ const (
 // Its fields:
 //
 //	Ctx     context.Context
-//	Op      string // "TryLock", "Lock", "TryLockMulti", "LockMulti" or "Resume"
+//	Op      string // "try_lock", "lock", "try_lock_multi", "lock_multi" or "resume"
 //	Key     string
 //	Wait    time.Duration // from the call to its return
 //	Outcome AcquireOutcome
-//	Err     error // nil when Obtained
+//	Err     error // nil when AcquireObtained
 type AcquireEvent = engine.AcquireEvent
 
 // An ExtendEvent is Extend returning.

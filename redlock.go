@@ -287,8 +287,8 @@ func (c *Client) DoMulti(ctx context.Context, keys []string, ttl time.Duration, 
 // Lock you hold, within its Until, says that.
 //
 // An Inspection prints (fmt, with any verb; log/slog, with any handler) as
-// its exported fields, never as the values the masters hold: HeldBy is the
-// only way to compare them with a token.
+// its exported fields, never as the values the masters hold: HoldingFor is
+// the only way to compare them with a token.
 //
 // Its fields:
 //
@@ -313,8 +313,8 @@ type Inspection = engine.Inspection
 
 // Inspect asks every master, in parallel and under the per-node deadline
 // (WithNodeTimeout, or DefaultMaxNodeTimeout), what key holds: how many
-// hold it, the TTLs left there, and, with HeldBy, whether a given token
-// holds it. It changes nothing on the masters, and waits for every master
+// hold it, the TTLs left there, and, with HoldingFor, how many hold it for
+// a given token. It changes nothing on the masters, and waits for every master
 // until its deadline (not only for a majority), so that the answer is as
 // complete as the masters allow.
 //

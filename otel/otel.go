@@ -10,8 +10,9 @@
 //
 // # Spans
 //
-// One span per TryLock, Lock, Extend, Unlock and Do call ("redlock.Lock",
-// ...), child of the span in the call's ctx: Do's Lock, Extend and Unlock
+// One span per TryLock, Lock, Extend, Unlock and Do call, named
+// "redlock." and the call's op ("redlock.try_lock", "redlock.lock", ...;
+// see redlock.Observer for the names), child of the span in the call's ctx: Do's Lock, Extend and Unlock
 // are children of Do's span. Each round of the call is an event on it
 // ("redlock.round": op, votes, quorum, won, elapsed, and every master's
 // outcome and latency), so a Lock span shows its attempts. The span ends
@@ -28,7 +29,7 @@
 //	redlock.lock.lost               counter    locks lost while Do ran fn
 //	redlock.lock.handoffs           counter    Unlocks that handed the lock to a waiter; redlock.remote
 //	redlock.notices                 counter    notices received; redlock.notice.kind
-//	redlock.node.errors             counter    server.address, error.type: timeout, refused, error
+//	redlock.node.errors             counter    server.address, error.type: timeout, refused, failed (as redlock.node.outcome)
 //
 // # Keys
 //
@@ -220,18 +221,10 @@ func (in *instruments) nodeReply(e redlock.NodeReplyEvent) {
 	addr := attribute.String("server.address", e.Addr)
 	in.nodeLatency.Record(ctx, e.Latency.Seconds(), metric.WithAttributes(addr,
 		attribute.String("redlock.op", e.Op), attribute.String("redlock.node.outcome", e.Outcome.String())))
-	kind := ""
 	switch e.Outcome {
-	case redlock.NodeTimeout:
-		kind = "timeout"
-	case redlock.NodeRefused:
-		kind = "refused"
-	case redlock.NodeFailed:
-		kind = "error"
-	default:
-		return
+	case redlock.NodeTimeout, redlock.NodeRefused, redlock.NodeFailed:
+		in.nodeErrors.Add(ctx, 1, metric.WithAttributes(addr, attribute.String("error.type", e.Outcome.String())))
 	}
-	in.nodeErrors.Add(ctx, 1, metric.WithAttributes(addr, attribute.String("error.type", kind)))
 }
 
 func (in *instruments) acquire(e redlock.AcquireEvent) {

@@ -189,13 +189,13 @@ func TestSpansAndMetricsUnderAPausedMasterAndContention(t *testing.T) {
 			t.Fatalf("span %s: redlock.key_hash = %v, want %s", s.Name(), h.Emit(), redlock.KeyHash(key))
 		}
 	}
-	for name, n := range map[string]int{"redlock.TryLock": 2, "redlock.Unlock": 2, "redlock.Do": 1, "redlock.Lock": 1} {
+	for name, n := range map[string]int{"redlock.try_lock": 2, "redlock.unlock": 2, "redlock.do": 1, "redlock.lock": 1} {
 		if len(byName[name]) != n {
 			t.Fatalf("%d %s spans, want %d (ended: %d spans)", len(byName[name]), name, n, len(ended))
 		}
 	}
 	var contended sdktrace.ReadOnlySpan
-	for _, s := range byName["redlock.TryLock"] {
+	for _, s := range byName["redlock.try_lock"] {
 		if len(s.Events()) != 1 || s.Events()[0].Name != "redlock.round" {
 			t.Fatalf("TryLock span events %v, want its one round", s.Events())
 		}
@@ -216,7 +216,7 @@ func TestSpansAndMetricsUnderAPausedMasterAndContention(t *testing.T) {
 	if o, _ := attr(contended.Attributes(), "redlock.outcome"); o.AsString() != "contended" {
 		t.Fatalf("contended TryLock's outcome attribute %v", o.Emit())
 	}
-	do, lock := byName["redlock.Do"][0], byName["redlock.Lock"][0]
+	do, lock := byName["redlock.do"][0], byName["redlock.lock"][0]
 	if lock.Parent().SpanID() != do.SpanContext().SpanID() {
 		t.Fatal("Do's Lock span is not a child of Do's span")
 	}
@@ -239,7 +239,7 @@ func TestSpansAndMetricsUnderAPausedMasterAndContention(t *testing.T) {
 			t.Fatalf("no request latency recorded for %s: %v", s.Addr, lat)
 		}
 	}
-	if w := histogramCounts(t, reader, "redlock.lock.wait.duration", "redlock.operation"); w["TryLock"] != 2 || w["Lock"] != 1 {
+	if w := histogramCounts(t, reader, "redlock.lock.wait.duration", "redlock.operation"); w["try_lock"] != 2 || w["lock"] != 1 {
 		t.Fatalf("wait histogram counts %v", w)
 	}
 	if h := histogramCounts(t, reader, "redlock.lock.hold.duration", "redlock.handed_off"); h["false"] != 2 {
@@ -315,7 +315,7 @@ func TestLockLostCounted(t *testing.T) {
 		t.Fatalf("lost locks counted: %d", n)
 	}
 	for _, s := range spans.Ended() {
-		if s.Name() == "redlock.Do" {
+		if s.Name() == "redlock.do" {
 			if v, _ := attr(s.Attributes(), "redlock.lost"); !v.AsBool() || s.Status().Code != codes.Error {
 				t.Fatal("Do's span does not say the lock was lost")
 			}

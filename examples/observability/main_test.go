@@ -36,7 +36,7 @@ func TestAHungMasterShowsInTheLogAndTheMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{`"Name":"redlock.Lock"`, `"Name":"redlock.Unlock"`, `"Name":"redlock.round"`} {
+	for _, name := range []string{`"Name":"redlock.lock"`, `"Name":"redlock.unlock"`, `"Name":"redlock.round"`} {
 		if !bytes.Contains(spans, []byte(name)) {
 			t.Fatalf("the trace file has no %s", name)
 		}

@@ -140,8 +140,8 @@ func TestEveryScriptStaysWithinTheMinimalACL(t *testing.T) {
 	if _, err := l.Fence(bg); err != nil {
 		t.Fatalf("Fence: %v", err)
 	}
-	if in, err := c.Inspect(bg, "lk:b"); err != nil || in.HeldBy(l.Token()) < c.quorum { // TryLock returns at a majority
-		t.Fatalf("Inspect: HeldBy = %d, %v; want a majority", in.HeldBy(l.Token()), err)
+	if in, err := c.Inspect(bg, "lk:b"); err != nil || in.HoldingFor(l.Token()) < c.quorum { // TryLock returns at a majority
+		t.Fatalf("Inspect: HoldingFor = %d, %v; want a majority", in.HoldingFor(l.Token()), err)
 	}
 	resumed, err := other.Resume(bg, "lk:b", l.Token(), 10*time.Second)
 	if err != nil {

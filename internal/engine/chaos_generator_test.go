@@ -374,7 +374,7 @@ func (g *generator) eventChecker(nodes int) Observer {
 	failing := make([]bool, nodes)
 	return Observer{
 		Acquire: func(e AcquireEvent) {
-			if (e.Err == nil) != (e.Outcome == Obtained) || e.Outcome < Obtained || e.Outcome > OtherFailure {
+			if (e.Err == nil) != (e.Outcome == AcquireObtained) || e.Outcome < AcquireObtained || e.Outcome > AcquireFailed {
 				g.violation(pEvents, e.Key, "%s: Acquire outcome %v with error %v", e.Op, e.Outcome, e.Err)
 			}
 		},

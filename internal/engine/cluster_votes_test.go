@@ -92,7 +92,7 @@ func acrossSlots(t *testing.T, nodes []redis.UniversalClient) {
 		if _, err := l.Fence(bg); err != nil {
 			t.Fatalf("Fence(%s): %v", key, err)
 		}
-		if in, err := c.Inspect(bg, key); err != nil || in.HeldBy(l.Token()) < 2 {
+		if in, err := c.Inspect(bg, key); err != nil || in.HoldingFor(l.Token()) < 2 {
 			t.Fatalf("Inspect(%s) = %+v, %v", key, in, err)
 		}
 		r, err := c.Resume(bg, key, l.Token(), time.Minute)
@@ -148,7 +148,7 @@ func slotMigrates(t *testing.T, cl *redistest.Cluster, nodes []redis.UniversalCl
 	if d := moved.PTTL(bg, key).Val(); d < time.Minute {
 		t.Fatalf("the migrated key lives %v after Extend(2m): the extension did not reach its new shard", d)
 	}
-	if in, err := c.Inspect(bg, key); err != nil || in.HeldBy(l.Token()) != 3 {
+	if in, err := c.Inspect(bg, key); err != nil || in.HoldingFor(l.Token()) != 3 {
 		t.Fatalf("Inspect after the migration = %+v, %v; want all three votes", in, err)
 	}
 	if err := l.Unlock(bg); err != nil {

@@ -123,7 +123,7 @@ func TestEveryCallThroughAnotherClientsAdapter(t *testing.T) {
 	if _, err := l.Fence(bg); err != nil {
 		t.Fatal(err)
 	}
-	if in, err := c.Inspect(bg, "adapted:a"); err != nil || in.HeldBy(l.Token()) < 3 {
+	if in, err := c.Inspect(bg, "adapted:a"); err != nil || in.HoldingFor(l.Token()) < 3 {
 		t.Fatalf("Inspect = %+v, %v", in, err)
 	}
 	if err := l.Unlock(bg); err != nil {

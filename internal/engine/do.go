@@ -38,7 +38,7 @@ import (
 // TTL. Nested Do or Lock calls for the same key from inside fn are not
 // re-entrant: pass the held lock's context down instead (see the README).
 func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(ctx context.Context) error) error {
-	return c.doWith(ctx, "Do", key, ttl, fn, func(ctx context.Context) (*Lock, error) { return c.Lock(ctx, key, ttl) })
+	return c.doWith(ctx, "do", key, ttl, fn, func(ctx context.Context) (*Lock, error) { return c.Lock(ctx, key, ttl) })
 }
 
 // DoMulti is Do holding every key of keys, as one lock taken by LockMulti
@@ -46,7 +46,7 @@ func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(
 // with LockFromContext, for its fence (Lock.Fence: one fence above every
 // earlier fence of each key).
 func (c *Client) DoMulti(ctx context.Context, keys []string, ttl time.Duration, fn func(ctx context.Context) error) error {
-	return c.doWith(ctx, "DoMulti", strings.Join(keys, ","), ttl, fn, func(ctx context.Context) (*Lock, error) { return c.LockMulti(ctx, keys, ttl) })
+	return c.doWith(ctx, "do_multi", strings.Join(keys, ","), ttl, fn, func(ctx context.Context) (*Lock, error) { return c.LockMulti(ctx, keys, ttl) })
 }
 
 // doWith is Do, or op, with lock taking the lock on key (or keys, joined).

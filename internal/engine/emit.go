@@ -33,27 +33,27 @@ func (c *Client) observeAcquire(ctx context.Context, op, key string, began time.
 // acquireOutcome classifies an acquisition's error.
 func acquireOutcome(ctx context.Context, err error) AcquireOutcome {
 	if err == nil {
-		return Obtained
+		return AcquireObtained
 	}
 	if !errors.Is(err, ErrNotObtained) || errors.Is(err, ErrClosed) {
-		return OtherFailure
+		return AcquireFailed
 	}
 	var qe *QuorumError
 	if errors.As(err, &qe) {
 		switch qe.cause() {
 		case causeContended:
-			return Contended
+			return AcquireContended
 		case causeUnreachable:
-			return MajorityUnreachable
+			return AcquireMajorityUnreachable
 		}
 	}
 	if ctx != nil && ctx.Err() != nil {
-		return CtxEnded
+		return AcquireCtxEnded
 	}
 	if qe != nil && qe.Votes >= qe.Quorum {
-		return OtherFailure // no validity left
+		return AcquireFailed // no validity left
 	}
-	return Contended
+	return AcquireContended
 }
 
 // A roundCause is why a round that did not win failed.

@@ -47,7 +47,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if o == nil {
 		return l.extend(ctx, ttl)
 	}
-	ctx = l.c.start(ctx, "Extend", l.key)
+	ctx = l.c.start(ctx, "extend", l.key)
 	err := l.extend(ctx, ttl)
 	if o.Extend != nil {
 		o.Extend(ExtendEvent{Ctx: ctx, Key: l.key, TTL: ttl, Err: err})

@@ -149,7 +149,7 @@ func (l *Lock) handOff(ctx context.Context, to recipient, ttl time.Duration) han
 	}
 	own := c.wk.Listening(l.key)
 	start := time.Now()
-	r := c.fanOutQuorumFirst(context.WithoutCancel(ctx), "hand-off", l.key, c.deadline(start, ho.nttl), skip, ho.nttl, nodeCall(ho.on), unheard, hedge)
+	r := c.fanOutQuorumFirst(context.WithoutCancel(ctx), "hand_off", l.key, c.deadline(start, ho.nttl), skip, ho.nttl, nodeCall(ho.on), unheard, hedge)
 	if r.won() && r.unasked == unheard {
 		c.noteRound(r.elapsed()) // decided without its reserves: the usual time (unlockReserves)
 	}

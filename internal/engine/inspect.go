@@ -24,8 +24,8 @@ import (
 // Lock you hold, within its Until, says that.
 //
 // An Inspection prints (fmt, with any verb; log/slog, with any handler) as
-// its exported fields, never as the values the masters hold: HeldBy is the
-// only way to compare them with a token.
+// its exported fields, never as the values the masters hold: HoldingFor is
+// the only way to compare them with a token.
 type Inspection struct {
 	Key     string
 	Masters int // how many masters the Client has
@@ -48,10 +48,11 @@ type Inspection struct {
 	values []string // per master, the key's value where it answered and holds a token
 }
 
-// HeldBy returns how many masters that answered hold the key for token, a
-// Lock's Token(). A lock is held by token only with a majority (Quorum)
-// of them, and only within its Until; see Lock.Held.
-func (i Inspection) HeldBy(token string) int {
+// HoldingFor returns how many masters that answered hold the key for token, a
+// Lock's Token(): Holding, counted for one token; 0 for "". It is a count,
+// not a verdict: a lock is held by token only with a majority (Quorum) of
+// them, and only within its Until; see Lock.Held.
+func (i Inspection) HoldingFor(token string) int {
 	if token == "" {
 		return 0
 	}
@@ -66,8 +67,8 @@ func (i Inspection) HeldBy(token string) int {
 
 // Inspect asks every master, in parallel and under the per-node deadline
 // (WithNodeTimeout, or DefaultMaxNodeTimeout), what key holds: how many
-// hold it, the TTLs left there, and, with HeldBy, whether a given token
-// holds it. It changes nothing on the masters, and waits for every master
+// hold it, the TTLs left there, and, with HoldingFor, how many hold it for
+// a given token. It changes nothing on the masters, and waits for every master
 // until its deadline (not only for a majority), so that the answer is as
 // complete as the masters allow.
 //
@@ -224,7 +225,7 @@ func (l *Lock) Held(ctx context.Context) (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		if in.HeldBy(l.token) < in.Quorum {
+		if in.HoldingFor(l.token) < in.Quorum {
 			return false, nil
 		}
 	}

@@ -34,14 +34,14 @@ func TestInspectReportsHoldersAndTTLs(t *testing.T) {
 	if in.MaxTTL > 10*time.Second || in.MaxTTL < 8*time.Second {
 		t.Fatalf("MaxTTL = %v, want ~10s", in.MaxTTL)
 	}
-	if n := in.HeldBy(l.Token()); n != 4 {
-		t.Fatalf("HeldBy(the lock's token) = %d, want 4", n)
+	if n := in.HoldingFor(l.Token()); n != 4 {
+		t.Fatalf("HoldingFor(the lock's token) = %d, want 4", n)
 	}
-	if n := in.HeldBy(uuid.NewString()); n != 0 {
-		t.Fatalf("HeldBy(another token) = %d, want 0", n)
+	if n := in.HoldingFor(uuid.NewString()); n != 0 {
+		t.Fatalf("HoldingFor(another token) = %d, want 0", n)
 	}
-	if n := in.HeldBy(""); n != 0 {
-		t.Fatalf("HeldBy(\"\") = %d, want 0", n)
+	if n := in.HoldingFor(""); n != 0 {
+		t.Fatalf("HoldingFor(\"\") = %d, want 0", n)
 	}
 	if held, err := l.Held(bg); !held || err != nil {
 		t.Fatalf("Held = %v, %v; want true", held, err)
@@ -54,8 +54,8 @@ func TestInspectReportsHoldersAndTTLs(t *testing.T) {
 		t.Fatalf("TryLock of a held key = %v", err)
 	}
 	settle(other)
-	if in, err := c.Inspect(bg, "k"); err != nil || in.HeldBy(l.Token()) != 4 {
-		t.Fatalf("after another's attempt marked the key: HeldBy = %d, %v; want 4", in.HeldBy(l.Token()), err)
+	if in, err := c.Inspect(bg, "k"); err != nil || in.HoldingFor(l.Token()) != 4 {
+		t.Fatalf("after another's attempt marked the key: HoldingFor = %d, %v; want 4", in.HoldingFor(l.Token()), err)
 	}
 
 	if err := l.Unlock(bg); err != nil {
@@ -63,7 +63,7 @@ func TestInspectReportsHoldersAndTTLs(t *testing.T) {
 	}
 	settle(c)
 	in, err = c.Inspect(bg, "k")
-	if err != nil || in.Holding != 0 || in.MinTTL != 0 || in.MaxTTL != 0 || in.HeldBy(l.Token()) != 0 {
+	if err != nil || in.Holding != 0 || in.MinTTL != 0 || in.MaxTTL != 0 || in.HoldingFor(l.Token()) != 0 {
 		t.Fatalf("after Unlock: Inspect = %+v, %v; want nobody holding", in, err)
 	}
 	if held, err := l.Held(bg); held || err != nil {
@@ -83,7 +83,7 @@ func TestHeldIsFalseAfterUntilWhateverTheMastersSay(t *testing.T) {
 	}
 	<-l.Done()
 	in, err := c.Inspect(bg, "k")
-	if err != nil || in.HeldBy(l.Token()) < 3 {
+	if err != nil || in.HoldingFor(l.Token()) < 3 {
 		t.Fatalf("Inspect = %+v, %v; want the lengthened keys on a majority", in, err)
 	}
 	if held, err := l.Held(bg); held || err != nil {

@@ -194,9 +194,13 @@ func (l *Lock) ttlNow() time.Duration {
 	return l.ttl
 }
 
-// Key returns the locked key; "" for a nil *Lock. For a multi-key lock
-// (TryLockMulti, LockMulti) it is the keys joined by commas, for messages:
-// Keys returns them.
+// Key returns the lock's key; "" for a nil *Lock. For a multi-key lock
+// (TryLockMulti, LockMulti, DoMulti) it is the lock's name, its keys joined
+// by commas in the order given ("a,b"): the Key its events, QuorumErrors
+// and messages carry, so that they can be told apart and matched to it.
+// That name is not a key on the masters, and cannot be split back (a key
+// may hold a comma): give Keys to what takes keys. Inspect takes one key,
+// and Resume resumes single-key locks only.
 func (l *Lock) Key() string {
 	if l == nil {
 		return ""
@@ -204,10 +208,11 @@ func (l *Lock) Key() string {
 	return l.key
 }
 
-// Keys returns the locked keys: one, or a multi-key lock's in the order
-// given; nil for a nil *Lock.
+// Keys returns the locked keys: the one key of a single-key lock, or a
+// multi-key lock's in the order given; nil for a nil or zero *Lock. The
+// slice is the caller's to change.
 func (l *Lock) Keys() []string {
-	if l == nil {
+	if l == nil || l.key == "" { // nil, or a zero Lock
 		return nil
 	}
 	if l.keys == nil {

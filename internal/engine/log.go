@@ -59,11 +59,11 @@ func logObserver(l *slog.Logger, keys bool) Observer {
 			if errors.Is(e.Err, ErrNotHeld) {
 				level = slog.LevelWarn
 			}
-			l.LogAttrs(ctxOf(e.Ctx), level, "redlock: Extend", o.key(e.Key),
+			l.LogAttrs(ctxOf(e.Ctx), level, "redlock: extend", o.key(e.Key),
 				slog.Duration("ttl", e.TTL), slog.Bool("refused", errors.Is(e.Err, ErrNotHeld)), o.errAttr(e.Err))
 		},
 		Release: func(e ReleaseEvent) {
-			l.LogAttrs(ctxOf(e.Ctx), slog.LevelDebug, "redlock: Unlock", o.key(e.Key),
+			l.LogAttrs(ctxOf(e.Ctx), slog.LevelDebug, "redlock: unlock", o.key(e.Key),
 				slog.Duration("held", e.Held), slog.Bool("handed_off", e.HandedOff), slog.Bool("remote", e.Remote), o.errAttr(e.Err))
 		},
 		DoEnd: func(e DoEvent) {

@@ -37,7 +37,7 @@ func (c *Client) TryLockMulti(ctx context.Context, keys []string, ttl time.Durat
 	if err := c.usable(); err != nil {
 		return nil, err
 	}
-	return c.acquire(ctx, "TryLockMulti", strings.Join(keys, ","), ttl, func(ctx context.Context, _ string, ttl time.Duration) (*Lock, error) {
+	return c.acquire(ctx, "try_lock_multi", strings.Join(keys, ","), ttl, func(ctx context.Context, _ string, ttl time.Duration) (*Lock, error) {
 		keys, ttl, err := c.checkMulti(ctx, keys, ttl)
 		if err != nil {
 			return nil, err
@@ -62,7 +62,7 @@ func (c *Client) LockMulti(ctx context.Context, keys []string, ttl time.Duration
 	if err := c.usable(); err != nil {
 		return nil, err
 	}
-	return c.acquire(ctx, "LockMulti", strings.Join(keys, ","), ttl, func(ctx context.Context, _ string, ttl time.Duration) (*Lock, error) {
+	return c.acquire(ctx, "lock_multi", strings.Join(keys, ","), ttl, func(ctx context.Context, _ string, ttl time.Duration) (*Lock, error) {
 		keys, ttl, err := c.checkMulti(ctx, keys, ttl)
 		if err != nil {
 			return nil, err

@@ -31,13 +31,23 @@ import (
 // where it leaves the process, unless the user opted in, and never use a
 // key as a metric label (its cardinality is unbounded). No event carries a
 // lock's token: a token is a capability (see Lock.Token).
+//
+// Operations have one name each, in snake case, wherever they appear:
+// events, logs, the OpenTelemetry module and QuorumError.Op. A call's op
+// (Start, AcquireEvent) is its method's name: "try_lock", "lock",
+// "try_lock_multi", "lock_multi", "do", "do_multi", "extend", "unlock" or
+// "resume". A round's op (RoundEvent, NodeReplyEvent, QuarantineEvent,
+// QuorumError) is what the round does: "lock", "extend", "unlock", "fence",
+// "resume", "inspect", "hand_off" or "confirm". A call and a round of the
+// same operation share the name: Extend makes "extend" rounds, Resume
+// "resume" rounds, and the other acquisitions ("try_lock", "lock",
+// "try_lock_multi", "lock_multi", and Do's and DoMulti's) "lock" rounds.
 type Observer struct {
 	// Start is called as TryLock, Lock, Do, Extend and Unlock begin, and
 	// the calls made of them (TryLockMulti, LockMulti, DoMulti, Resume);
-	// op is "TryLock", "Lock", "Do", "Extend", "Unlock", "TryLockMulti",
-	// "LockMulti" or "Resume", and for a multi-key call key is its keys
-	// joined by commas. The context it returns
-	// is the one the call then works with, and the one its events carry
+	// op is the call's (see above), and for a multi-key call key is its
+	// keys joined by commas, as in Lock.Key. The context it returns is the
+	// one the call then works with, and the one its events carry
 	// in Ctx, so that a tracer can start a span here and end it in the
 	// call's last event (Acquire, Extend, Release or DoEnd). It must return
 	// ctx or a context derived from it.
@@ -96,7 +106,7 @@ type Observer struct {
 type RoundEvent struct {
 	Ctx context.Context
 	// Op is the round's operation: "lock", "extend", "unlock", "fence" or
-	// "resume", as in QuorumError; "hand-off" (Unlock handing the lock to a
+	// "resume", as in QuorumError; "hand_off" (Unlock handing the lock to a
 	// waiter); "confirm" (a Lock waiting on another Client's hand-off
 	// checking with an extension round that the key is its own: after a
 	// long wait, or when it missed the hand-off's notices).
@@ -137,8 +147,11 @@ const (
 	NodeQuarantined                    // said yes, not counted (ErrNodeQuarantined)
 )
 
-var nodeOutcomeNames = [...]string{"pending", "yes", "refused", "timeout", "error", "canceled", "quarantined"}
+var nodeOutcomeNames = [...]string{"pending", "yes", "refused", "timeout", "failed", "canceled", "quarantined"}
 
+// String returns the outcome's name less its Node prefix, in lower case
+// ("yes", "timeout", "failed"), as events, logs and the OpenTelemetry
+// module record it; "unknown" for a value out of range.
 func (o NodeOutcome) String() string {
 	if o < 0 || int(o) >= len(nodeOutcomeNames) {
 		return "unknown"
@@ -175,15 +188,18 @@ type AcquireOutcome int
 
 // How TryLock or Lock ended, in AcquireEvent.
 const (
-	Obtained            AcquireOutcome = iota // the lock is held
-	Contended                                 // another token held the key (on at least one master that refused)
-	MajorityUnreachable                       // masters failed, timed out or were quarantined, and none refused, or too many for a majority
-	CtxEnded                                  // the caller's ctx ended first (and nothing above says more)
-	OtherFailure                              // bad input, a closed Client, no validity left
+	AcquireObtained            AcquireOutcome = iota // the lock is held
+	AcquireContended                                 // another token held the key (on at least one master that refused)
+	AcquireMajorityUnreachable                       // masters failed, timed out or were quarantined, and none refused, or too many for a majority
+	AcquireCtxEnded                                  // the caller's ctx ended first (and nothing above says more)
+	AcquireFailed                                    // bad input, a closed Client, no validity left
 )
 
 var acquireOutcomeNames = [...]string{"obtained", "contended", "majority_unreachable", "ctx_ended", "failed"}
 
+// String returns the outcome's name less its Acquire prefix, in snake case
+// ("obtained", "majority_unreachable"), as events, logs and the
+// OpenTelemetry module record it; "unknown" for a value out of range.
 func (o AcquireOutcome) String() string {
 	if o < 0 || int(o) >= len(acquireOutcomeNames) {
 		return "unknown"
@@ -194,11 +210,11 @@ func (o AcquireOutcome) String() string {
 // An AcquireEvent is TryLock or Lock returning.
 type AcquireEvent struct {
 	Ctx     context.Context
-	Op      string // "TryLock", "Lock", "TryLockMulti", "LockMulti" or "Resume"
+	Op      string // "try_lock", "lock", "try_lock_multi", "lock_multi" or "resume"
 	Key     string
 	Wait    time.Duration // from the call to its return
 	Outcome AcquireOutcome
-	Err     error // nil when Obtained
+	Err     error // nil when AcquireObtained
 }
 
 // An ExtendEvent is Extend returning.

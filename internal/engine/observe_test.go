@@ -173,7 +173,7 @@ func TestObserverAndLogUnderAPausedMaster(t *testing.T) {
 		if e.Op != wantOp || e.Key != key || e.Quorum != 3 || e.Votes < 3 || !e.Won() || len(e.Nodes) != 5 {
 			t.Fatalf("round %d = %+v; want a won %s of %q with 5 nodes", i, e, wantOp, key)
 		}
-		if got := e.Ctx.Value(spanKey{}); got != map[string]string{"lock": "TryLock", "unlock": "Unlock"}[e.Op] {
+		if got := e.Ctx.Value(spanKey{}); got != map[string]string{"lock": "try_lock", "unlock": "unlock"}[e.Op] {
 			t.Fatalf("round %d's ctx carries %v, not its call's Start", i, got)
 		}
 		yes := 0
@@ -212,11 +212,11 @@ func TestObserverAndLogUnderAPausedMaster(t *testing.T) {
 	}
 
 	acquires := snapshot(&rec, &rec.acquires)
-	if len(acquires) != 6 || acquires[0].Op != "TryLock" || acquires[5].Op != "Lock" {
+	if len(acquires) != 6 || acquires[0].Op != "try_lock" || acquires[5].Op != "lock" {
 		t.Fatalf("Acquire events = %+v, want 5 TryLock and 1 Lock", acquires)
 	}
 	for _, e := range acquires {
-		if e.Outcome != Obtained || e.Err != nil || e.Wait <= 0 || e.Key != key {
+		if e.Outcome != AcquireObtained || e.Err != nil || e.Wait <= 0 || e.Key != key {
 			t.Fatalf("Acquire event %+v, want obtained", e)
 		}
 	}
@@ -263,8 +263,8 @@ func TestObserverAndLogUnderAPausedMaster(t *testing.T) {
 }
 
 // TestObserverUnderContention: another Client's TryLock on a held key is
-// Contended, every master refusing; its Lock that times out waiting is
-// Contended too, and matches the ctx's error; a release to a local waiter
+// AcquireContended, every master refusing; its Lock that times out waiting is
+// AcquireContended too, and matches the ctx's error; a release to a local waiter
 // is a hand-off, to another Client's waiter a remote one.
 func TestObserverUnderContention(t *testing.T) {
 	r := startReal(t, 5)
@@ -283,7 +283,7 @@ func TestObserverUnderContention(t *testing.T) {
 	}
 	settle(b)
 	acq := snapshot(&recB, &recB.acquires)
-	if len(acq) != 1 || acq[0].Outcome != Contended || acq[0].Op != "TryLock" || !errors.Is(acq[0].Err, ErrNotObtained) {
+	if len(acq) != 1 || acq[0].Outcome != AcquireContended || acq[0].Op != "try_lock" || !errors.Is(acq[0].Err, ErrNotObtained) {
 		t.Fatalf("B's Acquire events = %+v, want one contended TryLock", acq)
 	}
 	rounds := snapshot(&recB, &recB.rounds)
@@ -307,7 +307,7 @@ func TestObserverUnderContention(t *testing.T) {
 		t.Fatalf("Lock on a held key = %v, want the ctx's end", err)
 	}
 	acq = snapshot(&recB, &recB.acquires)
-	if e := acq[len(acq)-1]; e.Op != "Lock" || e.Outcome != Contended || e.Wait < scaled(300*time.Millisecond)-time.Millisecond {
+	if e := acq[len(acq)-1]; e.Op != "lock" || e.Outcome != AcquireContended || e.Wait < scaled(300*time.Millisecond)-time.Millisecond {
 		t.Fatalf("B's Lock event %+v: want contended after its wait", e)
 	}
 
@@ -338,7 +338,7 @@ func TestObserverUnderContention(t *testing.T) {
 	if len(rel) != 1 || !rel[0].HandedOff || !rel[0].Remote || rel[0].Err != nil || rel[0].Held <= 0 {
 		t.Fatalf("A's Release events = %+v, want one hand-off to another Client", rel)
 	}
-	if rel[0].Ctx.Value(spanKey{}) != "Unlock" {
+	if rel[0].Ctx.Value(spanKey{}) != "unlock" {
 		t.Fatal("the Release event's ctx is not the one Start returned")
 	}
 	handed := 0
@@ -399,7 +399,7 @@ func TestQueuedWaitersNameTheOutage(t *testing.T) {
 			t.Fatalf("Lock = %v: its cause reads %v, want a majority unreachable", err, qe.cause())
 		}
 	}
-	wantOutcomes(t, &rec, MajorityUnreachable)
+	wantOutcomes(t, &rec, AcquireMajorityUnreachable)
 	for i := range 3 {
 		r.servers[i].Resume()
 	}
@@ -438,19 +438,19 @@ func TestObserverReportsALockLostInDo(t *testing.T) {
 	if len(lost) != 1 || lost[0]["level"] != "WARN" || lost[0]["key"] != "job:7" {
 		t.Fatalf("lost-lock records %v, want one WARN with the key (WithKeyAttributes)", lost)
 	}
-	ext := logs.records(t, "redlock: Extend")
+	ext := logs.records(t, "redlock: extend")
 	if len(ext) == 0 || ext[len(ext)-1]["level"] != "WARN" || ext[len(ext)-1]["refused"] != true {
 		t.Fatalf("Extend records %v, want the refusal at WARN", ext)
 	}
 	starts := snapshot(&rec, &rec.starts)
-	if len(starts) < 3 || starts[0] != "Do job:7" || starts[1] != "Lock job:7" {
+	if len(starts) < 3 || starts[0] != "do job:7" || starts[1] != "lock job:7" {
 		t.Fatalf("Start calls %q, want Do, then its Lock, then Extends", starts)
 	}
 	// Do's Lock, its watchdog's Extends and its Unlock are children of its
 	// span: a tracer shows them under Do, not as orphans.
 	parents := snapshot(&rec, &rec.parents)
 	for i, op := range starts[1:] {
-		if parents[i+1] != "Do" {
+		if parents[i+1] != "do" {
 			t.Fatalf("Start %q was given a ctx under %q, want under Do (starts %q, parents %q)", op, parents[i+1], starts, parents)
 		}
 	}
@@ -502,7 +502,7 @@ func TestLogNamesNoKeyInErrors(t *testing.T) {
 	if !strings.Contains(logs.text(), "fence counter") {
 		t.Fatalf("the log does not report the bad fence counter:\n%s", logs.text())
 	}
-	rec := logs.records(t, "redlock: TryLock")
+	rec := logs.records(t, "redlock: try_lock")
 	if len(rec) != 2 || rec[0]["err"] != "not obtained; node refused" { // the refused one, then the Fence's lock
 		t.Fatalf("TryLock records %v, want the error's kind", rec)
 	}
@@ -786,7 +786,7 @@ func TestContentionBesideAFailingMasterIsContended(t *testing.T) {
 	if oomSeen == 0 {
 		t.Fatalf("the master at maxmemory failed in none of %d rounds: the test proves nothing", tries)
 	}
-	wantOutcomes(t, &rec, Contended)
+	wantOutcomes(t, &rec, AcquireContended)
 	t.Logf("the OOM master's failure was among the deciding answers in %d of %d rounds", oomSeen, tries)
 }
 
@@ -873,7 +873,7 @@ func TestQuarantineIsNotContention(t *testing.T) {
 			t.Fatalf("TryLock = %v: its cause reads %v, want a majority unreachable", err, qe.cause())
 		}
 	}
-	wantOutcomes(t, &rec, MajorityUnreachable)
+	wantOutcomes(t, &rec, AcquireMajorityUnreachable)
 }
 
 // TestExtendAtTheValidityEndBlamesNoMaster: an Extend made just before its

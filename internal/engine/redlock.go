@@ -232,7 +232,7 @@ func (c *Client) TryLock(ctx context.Context, key string, ttl time.Duration) (*L
 	if err := c.usable(); err != nil {
 		return nil, err
 	}
-	return c.acquire(ctx, "TryLock", key, ttl, c.tryLock)
+	return c.acquire(ctx, "try_lock", key, ttl, c.tryLock)
 }
 
 // acquire runs TryLock's or Lock's body, op, for the observers when the
@@ -301,7 +301,7 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration) (*Lock
 	if err := c.usable(); err != nil {
 		return nil, err
 	}
-	return c.acquire(ctx, "Lock", key, ttl, c.lock)
+	return c.acquire(ctx, "lock", key, ttl, c.lock)
 }
 
 func (c *Client) lock(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {

@@ -52,7 +52,7 @@ func (c *Client) Resume(ctx context.Context, key, token string, ttl time.Duratio
 	if err := c.usable(); err != nil {
 		return nil, err
 	}
-	return c.acquire(ctx, "Resume", key, ttl, func(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
+	return c.acquire(ctx, "resume", key, ttl, func(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
 		return c.resume(ctx, key, token, ttl)
 	})
 }

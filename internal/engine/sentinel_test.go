@@ -125,7 +125,7 @@ func TestSentinelVotesKeepALockThroughAFailover(t *testing.T) {
 	if err := l.Extend(bg, 2*time.Minute); err != nil {
 		t.Fatalf("Extend after the failover client moved: %v", err)
 	}
-	if in, err := c.Inspect(bg, "k"); err != nil || in.HeldBy(l.Token()) != 3 || in.MinTTL < time.Minute {
+	if in, err := c.Inspect(bg, "k"); err != nil || in.HoldingFor(l.Token()) != 3 || in.MinTTL < time.Minute {
 		t.Fatalf("after the failover, Inspect = %+v, %v; want the lock on all three votes, extended", in, err)
 	}
 	ctx, cancel := context.WithTimeout(bg, scaled(10*time.Second))

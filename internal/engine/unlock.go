@@ -64,7 +64,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 		_, err := l.unlock(ctx)
 		return err
 	}
-	ctx = l.c.start(ctx, "Unlock", l.key)
+	ctx = l.c.start(ctx, "unlock", l.key)
 	to, err := l.unlock(ctx)
 	if o.Release != nil {
 		o.Release(ReleaseEvent{
