@@ -13,23 +13,26 @@ import (
 	"github.com/redlock-go/redlock"
 )
 
-// The page's layout, in CSS pixels; the screenshot test reads lanes at
-// these positions.
+// The page's layout, in CSS pixels at its full width (a narrower window
+// scales the picture down); the screenshot test reads lanes at these
+// positions.
 const (
-	tlWidth      = 1200
-	tlLabels     = 170 // the lane names' column
-	tlRight      = 20
-	tlTop        = 70 // the title and the verdict
-	tlLane       = 18 // a lane's height
-	tlGap        = 6  // between lanes
-	tlAxis       = 40 // the time axis under the lanes
-	tlLegend     = 40
-	tlPlotWidth  = tlWidth - tlLabels - tlRight
-	tlHoldColour = "#2e7d32" // a hold
+	tlWidth         = 1200
+	tlLabels        = 170 // the lane names' column
+	tlRight         = 20
+	tlTop           = 70 // the title and the verdict
+	tlLane          = 18 // a lane's height
+	tlGap           = 6  // between lanes
+	tlAxis          = 28 // the time axis under the lanes, with its times
+	tlLegendRow     = 18
+	tlLegendColumns = 3 // of tlPlotWidth/3 each: an entry's text stays under 300 px
+	tlBottom        = 6
+	tlPlotWidth     = tlWidth - tlLabels - tlRight
 )
 
-// Colours of the page; the test looks for tlHoldColour.
+// Colours of the page; tlLegend says what each stands for.
 const (
+	tlHoldColour    = "#2e7d32"
 	tlWaitColour    = "#cfd8dc"
 	tlGaveUpColour  = "#ef6c00"
 	tlLostColour    = "#c62828"
@@ -40,6 +43,19 @@ const (
 	tlDownColour    = "#424242"
 )
 
+// tlLegend is the legend, whatever the run drew: workers' colours, then
+// masters'.
+var tlLegend = []struct{ colour, what string }{
+	{tlHoldColour, "hold"},
+	{tlWaitColour, "wait"},
+	{tlGaveUpColour, "gave up waiting, or refused attempt"},
+	{tlLostColour, "lock lost, failed attempt, or overlap"},
+	{tlVoteColour, "master voted yes"},
+	{tlRefusedColour, "master refused (the key was another's)"},
+	{tlFailColour, "master failed or timed out"},
+	{tlDownColour, "master down"},
+}
+
 // lanes: the holds lane first, then the workers, then the masters.
 func tlLaneY(i int) int { return tlTop + i*(tlLane+tlGap) }
 
@@ -47,11 +63,6 @@ func tlLaneY(i int) int { return tlTop + i*(tlLane+tlGap) }
 func holdsLaneY() int                { return tlLaneY(0) }
 func workerLaneY(w int) int          { return tlLaneY(1 + w) }
 func masterLaneY(workers, m int) int { return tlLaneY(1 + workers + m) }
-
-// tlHeight is the page's height for workers and masters.
-func tlHeight(workers, masters int) int {
-	return tlLaneY(1+workers+masters) + tlAxis + tlLegend
-}
 
 // write renders the page.
 func (t *timeline) write(w io.Writer, title string) error {
@@ -90,11 +101,23 @@ func (g *svgPlot) x(d time.Duration) float64 {
 // width is the width of the span from..to, at least a pixel.
 func (g *svgPlot) width(from, to time.Duration) float64 { return max(g.x(to)-g.x(from), 1) }
 
+// axisY is the time axis's ordinate, under the lanes.
+func (g *svgPlot) axisY() int { return tlLaneY(1+g.t.workers+len(g.t.addrs)) + 4 }
+
+// legendY is the top of the legend, under the axis's times.
+func (g *svgPlot) legendY() int { return g.axisY() + tlAxis }
+
+// height is the picture's.
+func (g *svgPlot) height() int {
+	rows := (len(tlLegend) + tlLegendColumns - 1) / tlLegendColumns
+	return g.legendY() + rows*tlLegendRow + tlBottom
+}
+
 // header writes the page's start, the title and the verdict: whether two
 // holds overlapped.
 func (g *svgPlot) header(title string) {
 	t := g.t
-	height := tlHeight(t.workers, len(t.addrs))
+	height := g.height()
 	holds := 0
 	for _, s := range t.spans {
 		if s.kind == tlHold {
@@ -108,7 +131,8 @@ func (g *svgPlot) header(title string) {
 		verdictColour = tlLostColour
 	}
 	g.p("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>%s</title>\n", html.EscapeString(title))
-	g.p("<style>body{margin:0;font-family:sans-serif;background:#fff}text{font-size:12px;fill:#212121}</style></head><body>\n")
+	g.p("<style>body{margin:0;font-family:sans-serif;background:#fff}svg{display:block;max-width:100%%;height:auto}" +
+		"text{font-size:12px;fill:#212121}</style></head><body>\n")
 	g.p(`<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d">`+"\n", tlWidth, height, tlWidth, height)
 	g.p(`<text x="10" y="22" style="font-size:16px;font-weight:bold">%s</text>`+"\n", html.EscapeString(title))
 	g.p(`<text x="10" y="48" style="font-size:14px;font-weight:bold;fill:%s" id="verdict">%s</text>`+"\n", verdictColour, html.EscapeString(verdict))
@@ -193,9 +217,6 @@ func (g *svgPlot) marks() {
 	}
 }
 
-// axisY is the time axis's ordinate.
-func (g *svgPlot) axisY() int { return tlLaneY(1+g.t.workers+len(g.t.addrs)) + 4 }
-
 // axis writes the time axis and its ticks.
 func (g *svgPlot) axis() {
 	axisY := g.axisY()
@@ -207,17 +228,17 @@ func (g *svgPlot) axis() {
 	}
 }
 
-// legend writes what each colour stands for.
+// legend writes what each colour stands for, in rows of tlLegendColumns
+// columns, so that every entry fits inside the picture.
 func (g *svgPlot) legend() {
-	ly := g.axisY() + tlAxis - 8
-	lx := tlLabels
-	for _, l := range []struct{ colour, what string }{
-		{tlHoldColour, "hold"}, {tlWaitColour, "wait"}, {tlGaveUpColour, "gave up / refused attempt / master refused"},
-		{tlLostColour, "lock lost / failed attempt / master failed or timed out"}, {tlVoteColour, "master voted yes"}, {tlDownColour, "master down"},
-	} {
-		g.p(`<rect x="%d" y="%d" width="12" height="12" fill="%s"/><text x="%d" y="%d">%s</text>`+"\n", lx, ly, l.colour, lx+16, ly+10, html.EscapeString(l.what))
-		lx += 30 + 7*len(l.what)
+	g.p(`<g id="legend">` + "\n")
+	for i, l := range tlLegend {
+		lx := tlLabels + i%tlLegendColumns*(tlPlotWidth/tlLegendColumns)
+		ly := g.legendY() + i/tlLegendColumns*tlLegendRow
+		g.p(`<g class="legend-entry"><rect x="%d" y="%d" width="12" height="12" fill="%s"/><text x="%d" y="%d">%s</text></g>`+"\n",
+			lx, ly, l.colour, lx+16, ly+10, html.EscapeString(l.what))
 	}
+	g.p("</g>\n")
 }
 
 // tickStep is a round step giving at most about 12 ticks over end.
