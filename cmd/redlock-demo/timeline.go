@@ -1,8 +1,8 @@
 // The picture of a run (-timeline run.html): one self-contained HTML page
 // with an inline SVG, one lane per worker (its waits and holds), one lane
 // per master (up or down, and every answer it gave), and a lane of every
-// hold at once, where an overlap would show in red. This file records the
-// run; timelinepage.go draws it.
+// hold at once, where an overlap would show in red; a -fault run's phases
+// under the time axis. This file records the run; timelinepage.go draws it.
 
 package main
 
@@ -42,17 +42,26 @@ type tlDown struct {
 	from, to time.Duration // to 0: until the end
 }
 
+// A tlPhase is a stretch of a -fault run, from its start to the next
+// phase's or the end.
+type tlPhase struct {
+	label []string // its name under the time axis, a line each
+	about string   // the whole story, for its tooltip
+	from  time.Duration
+}
+
 // A timeline records a run for the page.
 type timeline struct {
 	start   time.Time
 	workers int
 	addrs   []string
 
-	mu    sync.Mutex
-	spans []tlSpan
-	marks []tlMark
-	downs []tlDown
-	end   time.Duration
+	mu     sync.Mutex
+	spans  []tlSpan
+	marks  []tlMark
+	downs  []tlDown
+	phases []tlPhase
+	end    time.Duration
 }
 
 func newTimeline(workers int, addrs []string) *timeline {
@@ -90,6 +99,17 @@ func (t *timeline) masterUp(i int) {
 			d.to = time.Since(t.start)
 		}
 	}
+}
+
+// phase marks the start of a phase of the run: about tells it, label names
+// it on the page in a line or two.
+func (t *timeline) phase(about string, label ...string) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.phases = append(t.phases, tlPhase{label: label, about: about, from: time.Since(t.start)})
 }
 
 // workerKey tags a worker's Lock calls' ctx, so that the observer can put

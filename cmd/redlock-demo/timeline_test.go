@@ -11,10 +11,12 @@ import (
 	"image"
 	"image/color"
 	"image/png"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -63,6 +65,15 @@ type probe struct {
 		Text   string `json:"text"`
 		Box    box    `json:"box"`
 	} `json:"legend"`
+	Phases []struct {
+		Lines []string `json:"lines"`
+		Span  box      `json:"span"`
+		Label box      `json:"label"`
+	} `json:"phases"`
+	Downs []struct {
+		Master int `json:"master"`
+		Box    box `json:"box"`
+	} `json:"downs"`
 }
 
 type box struct{ L, T, R, B float64 }
@@ -89,6 +100,8 @@ const probeScript = `<script>
     viewport: document.documentElement.clientWidth,
     svg: box(document.querySelector("svg")),
     legend: all("#legend .legend-entry").map(e => ({colour: e.querySelector("rect").getAttribute("fill"), text: e.textContent, box: box(e)})),
+    phases: all(".phase").map(e => ({lines: all("tspan", e).map(s => s.textContent), span: box(e.querySelector(".phase-span")), label: box(e.querySelector(".phase-label"))})),
+    downs: all(".down").map(e => ({master: +e.dataset.master, box: box(e)})),
   });
   document.body.appendChild(p);
 })();
@@ -293,16 +306,19 @@ func TestTimelineTellsRefusedFromFailedAttempts(t *testing.T) {
 	}
 }
 
-// TestTimelinePageOfAFaultRun renders the page of a -fault run, with
-// every kind of mark, at the page's own width and in a narrower window:
-// the legend, every entry of it, must lie inside the picture and the
-// window.
+// TestTimelinePageOfAFaultRun renders the page of a -fault run, the
+// fullest one (a row of phases under the axis), at the page's own width and
+// in a narrower window: the legend, every entry of it, must lie inside the
+// picture and the window, and every phase of the run must be named under
+// the axis, over its span.
 func TestTimelinePageOfAFaultRun(t *testing.T) {
 	page := filepath.Join(t.TempDir(), "run.html")
 	runDemo(t, "-fault", "-duration", "300ms", "-wait", "100ms", "-workers", "3", "-hold", "2ms", "-quiet", "-timeline", page)
-	for _, r := range render(t, page, tlWidth, 800) {
+	rs := render(t, page, tlWidth, 800)
+	for _, r := range rs {
 		t.Run(fmt.Sprintf("legend at %dpx", r.width), func(t *testing.T) { legendFits(t, r) })
 	}
+	t.Run("phases", func(t *testing.T) { phasesLabelled(t, rs[0]) })
 }
 
 // legendFits checks that r shows every entry of the legend, each inside
@@ -328,6 +344,54 @@ func legendFits(t *testing.T, r rendering) {
 			if e.Box.overlaps(o.Box) {
 				t.Errorf("legend entries %q and %q overlap", o.Text, e.Text)
 			}
+		}
+	}
+}
+
+// phasesLabelled checks that r, a -fault run's page at its own width,
+// names the run's five phases under the axis in bands that follow one
+// another to the end, each label inside its band, and that each band
+// begins when the masters' lanes say its outage began or ended.
+func phasesLabelled(t *testing.T, r rendering) {
+	want := []string{"all 5 up", "master 1 down", "masters 1–2 down", "masters 1–3 down", "masters 1–3 restarted"}
+	var names []string
+	for _, p := range r.Phases {
+		if len(p.Lines) > 0 {
+			names = append(names, p.Lines[0])
+		}
+	}
+	if !slices.Equal(names, want) {
+		t.Fatalf("the page names the phases %q, want %q", names, want)
+	}
+	if l := r.Phases[3].Lines; len(l) < 2 || !strings.Contains(l[1], "no majority") {
+		t.Errorf("the phase without a majority reads %q", l)
+	}
+	for i, p := range r.Phases {
+		if !p.Label.within(p.Span) {
+			t.Errorf("phase %q: its label %+v spills out of its band %+v", want[i], p.Label, p.Span)
+		}
+		if !p.Span.within(r.SVG) || p.Span.R-p.Span.L < 20 {
+			t.Errorf("phase %q: its band %+v is not a span of the picture %+v", want[i], p.Span, r.SVG)
+		}
+		if i > 0 && math.Abs(p.Span.L-r.Phases[i-1].Span.R) > 1 {
+			t.Errorf("phase %q begins at x=%.1f, the one before ends at %.1f", want[i], p.Span.L, r.Phases[i-1].Span.R)
+		}
+	}
+	if end := r.Phases[4].Span.R; math.Abs(end-float64(tlLabels+tlPlotWidth)) > 1 {
+		t.Errorf("the last phase ends at x=%.1f, not at the axis's end %d", end, tlLabels+tlPlotWidth)
+	}
+	// Masters 1 to 3 went down at the start of phases 1 to 3, and came
+	// back at the start of the last.
+	if len(r.Downs) != 3 {
+		t.Fatalf("the masters' lanes show %d outages, want 3", len(r.Downs))
+	}
+	const slack = 3 // pixels: the time the demo takes between stopping a master and saying so
+	for _, d := range r.Downs {
+		if math.Abs(d.Box.L-r.Phases[d.Master].Span.L) > slack {
+			t.Errorf("master %d goes down at x=%.1f, its phase %q begins at %.1f", d.Master, d.Box.L, want[d.Master], r.Phases[d.Master].Span.L)
+		}
+		if math.Abs(d.Box.R-r.Phases[4].Span.L) > slack {
+			t.Errorf("master %d comes back at x=%.1f, the phase %q begins at %.1f", d.Master, d.Box.R, want[4], r.Phases[4].Span.L)
 		}
 	}
 }

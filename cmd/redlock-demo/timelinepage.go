@@ -24,6 +24,8 @@ const (
 	tlLane          = 18 // a lane's height
 	tlGap           = 6  // between lanes
 	tlAxis          = 28 // the time axis under the lanes, with its times
+	tlPhases        = 38 // a -fault run's phases under the axis: a band of two lines of label, and a gap
+	tlPhaseBand     = 32
 	tlLegendRow     = 18
 	tlLegendColumns = 3 // of tlPlotWidth/3 each: an entry's text stays under 300 px
 	tlBottom        = 6
@@ -42,6 +44,9 @@ const (
 	tlUpColour      = "#e3f2fd"
 	tlDownColour    = "#424242"
 )
+
+// tlPhaseColours alternate under the axis, a phase each.
+var tlPhaseColours = [2]string{"#eeeeee", "#e0e0e0"}
 
 // tlLegend is the legend, whatever the run drew: workers' colours, then
 // masters'.
@@ -78,6 +83,7 @@ func (t *timeline) write(w io.Writer, title string) error {
 	g.downs()
 	g.spans()
 	g.marks()
+	g.phases()
 	g.axis()
 	g.legend()
 	g.p("</svg>\n</body></html>\n")
@@ -104,8 +110,16 @@ func (g *svgPlot) width(from, to time.Duration) float64 { return max(g.x(to)-g.x
 // axisY is the time axis's ordinate, under the lanes.
 func (g *svgPlot) axisY() int { return tlLaneY(1+g.t.workers+len(g.t.addrs)) + 4 }
 
-// legendY is the top of the legend, under the axis's times.
-func (g *svgPlot) legendY() int { return g.axisY() + tlAxis }
+// phasesY is the top of the phases' row, under the axis's times.
+func (g *svgPlot) phasesY() int { return g.axisY() + tlAxis }
+
+// legendY is the top of the legend, under the phases if there are any.
+func (g *svgPlot) legendY() int {
+	if len(g.t.phases) == 0 {
+		return g.phasesY()
+	}
+	return g.phasesY() + tlPhases
+}
 
 // height is the picture's.
 func (g *svgPlot) height() int {
@@ -132,7 +146,7 @@ func (g *svgPlot) header(title string) {
 	}
 	g.p("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>%s</title>\n", html.EscapeString(title))
 	g.p("<style>body{margin:0;font-family:sans-serif;background:#fff}svg{display:block;max-width:100%%;height:auto}" +
-		"text{font-size:12px;fill:#212121}</style></head><body>\n")
+		"text{font-size:12px;fill:#212121}.phase text{font-size:11px}</style></head><body>\n")
 	g.p(`<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d">`+"\n", tlWidth, height, tlWidth, height)
 	g.p(`<text x="10" y="22" style="font-size:16px;font-weight:bold">%s</text>`+"\n", html.EscapeString(title))
 	g.p(`<text x="10" y="48" style="font-size:14px;font-weight:bold;fill:%s" id="verdict">%s</text>`+"\n", verdictColour, html.EscapeString(verdict))
@@ -161,8 +175,8 @@ func (g *svgPlot) downs() {
 		if to == 0 {
 			to = g.end
 		}
-		g.p(`<rect x="%.1f" y="%d" width="%.1f" height="%d" fill="%s"><title>down %v–%v</title></rect>`+"\n",
-			g.x(d.from), masterLaneY(g.t.workers, d.master), g.width(d.from, to), tlLane, tlDownColour, d.from.Round(time.Millisecond), to.Round(time.Millisecond))
+		g.p(`<rect class="down" data-master="%d" x="%.1f" y="%d" width="%.1f" height="%d" fill="%s"><title>down %v–%v</title></rect>`+"\n",
+			d.master+1, g.x(d.from), masterLaneY(g.t.workers, d.master), g.width(d.from, to), tlLane, tlDownColour, d.from.Round(time.Millisecond), to.Round(time.Millisecond))
 	}
 }
 
@@ -214,6 +228,37 @@ func (g *svgPlot) marks() {
 			colour, y, h = tlFailColour, masterLaneY(g.t.workers, m.lane), tlLane/2
 		}
 		g.p(`<rect x="%.1f" y="%d" width="1" height="%d" fill="%s"/>`+"\n", g.x(m.at), y, h, colour)
+	}
+}
+
+// phases writes a -fault run's phases: under the time axis a band for
+// each, over its span and named, and a dashed line through the lanes where
+// each but the first begins.
+func (g *svgPlot) phases() {
+	ps := g.t.phases
+	y := g.phasesY()
+	for i, p := range ps {
+		to := g.end
+		if i+1 < len(ps) {
+			to = ps[i+1].from
+		}
+		x, w := g.x(p.from), g.width(p.from, to)
+		g.p(`<g class="phase"><title>%s</title>`+"\n", html.EscapeString(p.about))
+		g.p(`<clipPath id="phase-%d"><rect x="%.1f" y="%d" width="%.1f" height="%d"/></clipPath>`+"\n", i, x, y, w, tlPhaseBand)
+		g.p(`<rect class="phase-span" x="%.1f" y="%d" width="%.1f" height="%d" fill="%s"/>`+"\n", x, y, w, tlPhaseBand, tlPhaseColours[i%2])
+		g.p(`<text class="phase-label" clip-path="url(#phase-%d)">`, i)
+		for j, l := range p.label {
+			weight := "normal"
+			if j == 0 {
+				weight = "bold"
+			}
+			g.p(`<tspan x="%.1f" y="%d" font-weight="%s">%s</tspan>`, x+4, y+13+14*j, weight, html.EscapeString(l))
+		}
+		g.p("</text>\n")
+		if i > 0 {
+			g.p(`<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#616161" stroke-dasharray="4 3"/>`+"\n", x, tlTop, x, g.axisY())
+		}
+		g.p("</g>\n")
 	}
 }
 
