@@ -33,7 +33,7 @@ type tlSpan struct {
 type tlMark struct {
 	lane    int // worker (refused attempts) or master
 	master  bool
-	outcome redlock.NodeOutcome // for masters; for a worker's lost attempt, NodeRefused (contended) or NodeFailed
+	outcome redlock.NodeOutcome // for masters (NodeQuarantined: a yes the restart guard set aside); for a worker's lost attempt, NodeRefused (contended) or NodeFailed
 	at      time.Duration
 }
 
@@ -116,8 +116,9 @@ func (t *timeline) phase(about string, label ...string) {
 // their refused attempts on its lane.
 type workerKey struct{}
 
-// observer marks every master's answers, and every lost attempt on its
-// worker's lane: refused, or failed.
+// observer marks every master's answers and every vote the restart guard
+// set aside, and every lost attempt on its worker's lane: refused, or
+// failed.
 func (t *timeline) observer() redlock.Observer {
 	return redlock.Observer{
 		NodeReply: func(e redlock.NodeReplyEvent) {
@@ -129,6 +130,7 @@ func (t *timeline) observer() redlock.Observer {
 			t.marks = append(t.marks, tlMark{lane: e.Node, master: true, outcome: e.Outcome, at: time.Since(t.start)})
 		},
 		Round: func(e redlock.RoundEvent) {
+			t.quarantined(e)
 			w, ok := e.Ctx.Value(workerKey{}).(int)
 			if !ok || e.Op != "lock" || e.Won() {
 				return
@@ -145,6 +147,19 @@ func (t *timeline) observer() redlock.Observer {
 			defer t.mu.Unlock()
 			t.marks = append(t.marks, tlMark{lane: w, outcome: out, at: time.Since(t.start)})
 		},
+	}
+}
+
+// quarantined marks the masters whose yes in e the restart guard set
+// aside. A master's reply does not say so (it said yes, and is marked so):
+// only the round does.
+func (t *timeline) quarantined(e redlock.RoundEvent) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, n := range e.Nodes {
+		if n.Outcome == redlock.NodeQuarantined {
+			t.marks = append(t.marks, tlMark{lane: n.Node, master: true, outcome: n.Outcome, at: time.Since(t.start)})
+		}
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/redlock-go/redlock"
@@ -247,7 +248,7 @@ func TestTimelinePageDrawsEveryHold(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !strings.Contains(string(html), fmt.Sprintf("No two holds overlap: %d holds", acquisitions)) {
-		t.Fatalf("the page's verdict does not say %d holds without overlap", acquisitions)
+		t.Fatalf("the page's verdict does not say %d holds without overlap\n%s", acquisitions, out)
 	}
 	img := render(t, page, tlWidth)[0].img
 	bars := 0
@@ -393,5 +394,61 @@ func phasesLabelled(t *testing.T, r rendering) {
 		if math.Abs(d.Box.R-r.Phases[4].Span.L) > slack {
 			t.Errorf("master %d comes back at x=%.1f, the phase %q begins at %.1f", d.Master, d.Box.R, want[4], r.Phases[4].Span.L)
 		}
+	}
+}
+
+// TestTimelineDrawsQuarantinedVotesInTheirOwnColour: a master's yes that
+// the restart guard did not count is drawn in a colour that nothing else
+// on the page has, over the yes the master's reply drew, and the legend
+// names it.
+func TestTimelineDrawsQuarantinedVotesInTheirOwnColour(t *testing.T) {
+	for _, c := range []string{tlHoldColour, tlWaitColour, tlGaveUpColour, tlLostColour, tlRefusedColour,
+		tlVoteColour, tlFailColour, tlUpColour, tlDownColour, tlPhaseColours[0], tlPhaseColours[1]} {
+		if strings.EqualFold(c, tlQuarantineColour) {
+			t.Fatalf("the quarantined votes' colour %s is another's too", c)
+		}
+	}
+	tl := newTimeline(1, []string{"a", "b", "c"})
+	o := tl.observer()
+	ctx := withWorker(context.Background(), 1)
+	outcomes := []redlock.NodeOutcome{redlock.NodeYes, redlock.NodeYes, redlock.NodeRefused}
+	for n, out := range outcomes {
+		o.NodeReply(redlock.NodeReplyEvent{Ctx: ctx, Op: "lock", Node: n, Outcome: out})
+	}
+	outcomes[1] = redlock.NodeQuarantined // master 2's yes, set aside
+	round := redlock.RoundEvent{Ctx: ctx, Op: "lock", Votes: 1, Quorum: 2}
+	for n, out := range outcomes {
+		round.Nodes = append(round.Nodes, redlock.NodeResult{Node: n, Outcome: out})
+	}
+	o.Round(round)
+	// Another worker's round, a moment later, has master 2's yes too. On a
+	// second's page all this falls on one pixel, as it does in a run: the
+	// set-aside vote must show over the yeses.
+	o.NodeReply(redlock.NodeReplyEvent{Ctx: ctx, Op: "lock", Node: 1, Outcome: redlock.NodeYes})
+	tl.end = time.Second
+	page := filepath.Join(t.TempDir(), "run.html")
+	if err := tl.writeFile(page, "test"); err != nil {
+		t.Fatal(err)
+	}
+	text, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(text), `fill="`+tlQuarantineColour+`"`); n != 2 {
+		t.Errorf("the page has %d shapes in the quarantined colour, want 2: the vote and the legend's", n)
+	}
+	r := render(t, page, tlWidth)[0]
+	for m := range outcomes {
+		runs := runsOf(r.img, masterLaneY(1, m)+tlLane*3/4, tlQuarantineColour)
+		if want := map[bool]int{true: 1}[m == 1]; runs != want {
+			t.Errorf("master %d's lane shows %d quarantined votes, want %d", m+1, runs, want)
+		}
+	}
+	legend := false
+	for _, e := range r.Legend {
+		legend = legend || (e.Colour == tlQuarantineColour && strings.Contains(e.Text, "quarantined"))
+	}
+	if !legend {
+		t.Error("the legend has no entry for quarantined votes")
 	}
 }

@@ -34,15 +34,16 @@ const (
 
 // Colours of the page; tlLegend says what each stands for.
 const (
-	tlHoldColour    = "#2e7d32"
-	tlWaitColour    = "#cfd8dc"
-	tlGaveUpColour  = "#ef6c00"
-	tlLostColour    = "#c62828"
-	tlRefusedColour = "#ef6c00"
-	tlVoteColour    = "#1565c0"
-	tlFailColour    = "#c62828"
-	tlUpColour      = "#e3f2fd"
-	tlDownColour    = "#424242"
+	tlHoldColour       = "#2e7d32"
+	tlWaitColour       = "#cfd8dc"
+	tlGaveUpColour     = "#ef6c00"
+	tlLostColour       = "#c62828"
+	tlRefusedColour    = "#ef6c00"
+	tlVoteColour       = "#1565c0"
+	tlFailColour       = "#c62828"
+	tlQuarantineColour = "#8e24aa"
+	tlUpColour         = "#e3f2fd"
+	tlDownColour       = "#424242"
 )
 
 // tlPhaseColours alternate under the axis, a phase each.
@@ -58,6 +59,7 @@ var tlLegend = []struct{ colour, what string }{
 	{tlVoteColour, "master voted yes"},
 	{tlRefusedColour, "master refused (the key was another's)"},
 	{tlFailColour, "master failed or timed out"},
+	{tlQuarantineColour, "master quarantined: its yes not counted"},
 	{tlDownColour, "master down"},
 }
 
@@ -207,28 +209,51 @@ func (g *svgPlot) spans() {
 }
 
 // marks writes refused attempts on the workers' lanes, and answers on the
-// masters'.
+// masters': failures in a lane's upper half, votes in its lower half.
+// Quarantined votes go last, over the yeses they share a pixel with: the
+// one the guard set aside, and other rounds'.
 func (g *svgPlot) marks() {
+	var quarantined []tlMark
 	for _, m := range g.t.marks {
-		if !m.master {
-			what, colour := "refused attempt (the key was another's)", tlRefusedColour
-			if m.outcome != redlock.NodeRefused {
-				what, colour = "failed attempt (masters failed or timed out)", tlFailColour
-			}
-			g.p(`<rect x="%.1f" y="%d" width="2" height="%d" fill="%s"><title>%s</title></rect>`+"\n",
-				g.x(m.at)-1, workerLaneY(m.lane), tlLane, colour, what)
-			continue
-		}
-		colour, y, h := tlVoteColour, masterLaneY(g.t.workers, m.lane)+tlLane/2, tlLane/2
-		switch m.outcome {
-		case redlock.NodeYes:
-		case redlock.NodeRefused:
-			colour = tlRefusedColour
+		switch {
+		case !m.master:
+			g.attempt(m)
+		case m.outcome == redlock.NodeQuarantined:
+			quarantined = append(quarantined, m)
 		default:
-			colour, y, h = tlFailColour, masterLaneY(g.t.workers, m.lane), tlLane/2
+			g.answer(m)
 		}
-		g.p(`<rect x="%.1f" y="%d" width="1" height="%d" fill="%s"/>`+"\n", g.x(m.at), y, h, colour)
 	}
+	for _, m := range quarantined {
+		g.answer(m)
+	}
+}
+
+// attempt writes a worker's lost attempt on its lane.
+func (g *svgPlot) attempt(m tlMark) {
+	what, colour := "refused attempt (the key was another's)", tlRefusedColour
+	if m.outcome != redlock.NodeRefused {
+		what, colour = "failed attempt (masters failed or timed out)", tlFailColour
+	}
+	g.p(`<rect x="%.1f" y="%d" width="2" height="%d" fill="%s"><title>%s</title></rect>`+"\n",
+		g.x(m.at)-1, workerLaneY(m.lane), tlLane, colour, what)
+}
+
+// answer writes a master's answer on its lane, a pixel wide and crisp, so
+// that its colour is the legend's.
+func (g *svgPlot) answer(m tlMark) {
+	colour, y, title := tlVoteColour, masterLaneY(g.t.workers, m.lane)+tlLane/2, ""
+	switch m.outcome {
+	case redlock.NodeYes:
+	case redlock.NodeRefused:
+		colour = tlRefusedColour
+	case redlock.NodeQuarantined:
+		colour, title = tlQuarantineColour, "<title>quarantined: the restart guard did not count its yes</title>"
+	default:
+		colour, y = tlFailColour, masterLaneY(g.t.workers, m.lane)
+	}
+	g.p(`<rect x="%.1f" y="%d" width="1" height="%d" fill="%s" shape-rendering="crispEdges">%s</rect>`+"\n",
+		g.x(m.at), y, tlLane/2, colour, title)
 }
 
 // phases writes a -fault run's phases: under the time axis a band for
