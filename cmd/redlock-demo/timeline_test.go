@@ -243,11 +243,11 @@ func TestTimelinePageDrawsEveryHold(t *testing.T) {
 	page := filepath.Join(t.TempDir(), "run.html")
 	out := runDemo(t, "-workers", "3", "-duration", "500ms", "-hold", "20ms", "-quiet", "-timeline", page)
 	acquisitions := summaryInt(t, out, "acquisitions")
-	html, err := os.ReadFile(page)
+	doc, err := os.ReadFile(page)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(html), fmt.Sprintf("No two holds overlap: %d holds", acquisitions)) {
+	if !strings.Contains(string(doc), fmt.Sprintf("No two holds overlap: %d holds", acquisitions)) {
 		t.Fatalf("the page's verdict does not say %d holds without overlap\n%s", acquisitions, out)
 	}
 	img := render(t, page, tlWidth)[0].img
@@ -269,11 +269,11 @@ func TestTimelinePageDrawsEveryHold(t *testing.T) {
 func TestTimelinePageShowsOverlapWithoutTheLock(t *testing.T) {
 	page := filepath.Join(t.TempDir(), "run.html")
 	runDemo(t, "-parallel", "-workers", "3", "-duration", "300ms", "-hold", "20ms", "-quiet", "-timeline", page)
-	html, err := os.ReadFile(page)
+	doc, err := os.ReadFile(page)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(html), "OVERLAP:") {
+	if !strings.Contains(string(doc), "OVERLAP:") {
 		t.Fatal("the page of a run without the lock does not report the overlap")
 	}
 	img := render(t, page, tlWidth)[0].img
