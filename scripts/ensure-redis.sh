@@ -2,10 +2,11 @@
 # Makes sure what the real-server tests need is installed: redis-server on
 # PATH, the libraries of the fault suite's clock jump (libfaketime,
 # libtcmalloc-minimal4), and a headless Chromium for the demo's timeline
-# page test (Debian's chromium). Installs them from Debian's packages when
-# they are missing and we can. A missing redis-server fails loudly; without
-# the clock libraries the suite falls back to shaving TTLs, and without
-# Chromium the page test is skipped (but fails under CI=true).
+# page test (Debian's chromium-headless-shell; a full chromium does too).
+# Installs them from Debian's packages when they are missing and we can. A
+# missing redis-server fails loudly; without the clock libraries the suite
+# falls back to shaving TTLs, and without Chromium the page test is skipped
+# (but fails under CI=true).
 set -euo pipefail
 need=()
 if [ -z "${REDIS_SERVER:-}" ] && ! command -v redis-server >/dev/null 2>&1; then
@@ -13,7 +14,7 @@ if [ -z "${REDIS_SERVER:-}" ] && ! command -v redis-server >/dev/null 2>&1; then
 fi
 if command -v dpkg >/dev/null 2>&1; then
   if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-headless-shell >/dev/null 2>&1; then
-    need+=(chromium)
+    need+=(chromium-headless-shell)
   fi
   for p in libfaketime libtcmalloc-minimal4; do
     dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")

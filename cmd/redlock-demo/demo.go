@@ -235,8 +235,10 @@ func failureCause(err error, n int) string {
 func (d *demo) runFaults(ctx context.Context) error {
 	n := len(d.m.embedded)
 	quorum := n/2 + 1
-	phase := func(what string) error {
+	// phase runs one: what tells it, label names it on the timeline.
+	phase := func(what string, label ...string) error {
 		d.say("%s", what)
+		d.tl.phase(what, label...)
 		err := d.runFor(ctx, d.o.duration)
 		rows := d.stats.take()
 		d.total.add(rows)
@@ -246,19 +248,19 @@ func (d *demo) runFaults(ctx context.Context) error {
 		d.mu.Unlock()
 		return err
 	}
-	if err := phase(fmt.Sprintf("all %d masters up", n)); err != nil {
+	if err := phase(fmt.Sprintf("all %d masters up", n), fmt.Sprintf("all %d up", n), fmt.Sprintf("quorum %d", quorum)); err != nil {
 		return err
 	}
 	for down := 1; down <= n-quorum+1 && ctx.Err() == nil; down++ {
 		d.m.stop(down - 1)
 		d.tl.masterDown(down - 1)
 		up := n - down
-		expect := "the lock keeps working"
+		expect, state := "the lock keeps working", fmt.Sprintf("%d of %d up", up, n)
 		if up < quorum {
-			expect = "no majority: every attempt must fail cleanly"
+			expect, state = "no majority: every attempt must fail cleanly", state+": no majority"
 		}
 		if err := phase(fmt.Sprintf("master %d (%s) stopped: %d of %d up, quorum %d: %s",
-			down, d.m.addrs[down-1], up, n, quorum, expect)); err != nil {
+			down, d.m.addrs[down-1], up, n, quorum, expect), mastersUpTo(down)+" down", state); err != nil {
 			return err
 		}
 	}
@@ -268,7 +270,16 @@ func (d *demo) runFaults(ctx context.Context) error {
 		}
 		d.tl.masterUp(i)
 	}
-	return phase(fmt.Sprintf("all masters restarted, %d of them empty: those sit out the restart guard (the TTL, %v), then the lock recovers", n-quorum+1, d.o.ttl))
+	return phase(fmt.Sprintf("all masters restarted, %d of them empty: those sit out the restart guard (the TTL, %v), then the lock recovers", n-quorum+1, d.o.ttl),
+		mastersUpTo(n-quorum+1)+" restarted", fmt.Sprintf("restart guard: %v", d.o.ttl))
+}
+
+// mastersUpTo names masters 1 to k, for a phase's label.
+func mastersUpTo(k int) string {
+	if k == 1 {
+		return "master 1"
+	}
+	return fmt.Sprintf("masters 1–%d", k)
 }
 
 func (d *demo) summary() {

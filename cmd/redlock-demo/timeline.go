@@ -1,48 +1,18 @@
 // The picture of a run (-timeline run.html): one self-contained HTML page
 // with an inline SVG, one lane per worker (its waits and holds), one lane
 // per master (up or down, and every answer it gave), and a lane of every
-// hold at once, where an overlap would show in red.
+// hold at once, where an overlap would show in red; a -fault run's phases
+// under the time axis. This file records the run; timelinepage.go draws it.
 
 package main
 
 import (
 	"context"
-	"fmt"
-	"html"
-	"io"
-	"os"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/redlock-go/redlock"
-)
-
-// The page's layout, in CSS pixels; the screenshot test reads lanes at
-// these positions.
-const (
-	tlWidth      = 1200
-	tlLabels     = 170 // the lane names' column
-	tlRight      = 20
-	tlTop        = 70 // the title and the verdict
-	tlLane       = 18 // a lane's height
-	tlGap        = 6  // between lanes
-	tlAxis       = 40 // the time axis under the lanes
-	tlLegend     = 40
-	tlPlotWidth  = tlWidth - tlLabels - tlRight
-	tlHoldColour = "#2e7d32" // a hold
-)
-
-// Colours of the page; the test looks for tlHoldColour.
-const (
-	tlWaitColour    = "#cfd8dc"
-	tlGaveUpColour  = "#ef6c00"
-	tlLostColour    = "#c62828"
-	tlRefusedColour = "#ef6c00"
-	tlVoteColour    = "#1565c0"
-	tlFailColour    = "#c62828"
-	tlUpColour      = "#e3f2fd"
-	tlDownColour    = "#424242"
 )
 
 type tlKind int
@@ -63,7 +33,7 @@ type tlSpan struct {
 type tlMark struct {
 	lane    int // worker (refused attempts) or master
 	master  bool
-	outcome redlock.NodeOutcome // for masters; for a worker's lost attempt, NodeRefused (contended) or NodeFailed
+	outcome redlock.NodeOutcome // for masters (NodeQuarantined: a yes the restart guard set aside); for a worker's lost attempt, NodeRefused (contended) or NodeFailed
 	at      time.Duration
 }
 
@@ -72,17 +42,26 @@ type tlDown struct {
 	from, to time.Duration // to 0: until the end
 }
 
+// A tlPhase is a stretch of a -fault run, from its start to the next
+// phase's or the end.
+type tlPhase struct {
+	label []string // its name under the time axis, a line each
+	about string   // the whole story, for its tooltip
+	from  time.Duration
+}
+
 // A timeline records a run for the page.
 type timeline struct {
 	start   time.Time
 	workers int
 	addrs   []string
 
-	mu    sync.Mutex
-	spans []tlSpan
-	marks []tlMark
-	downs []tlDown
-	end   time.Duration
+	mu     sync.Mutex
+	spans  []tlSpan
+	marks  []tlMark
+	downs  []tlDown
+	phases []tlPhase
+	end    time.Duration
 }
 
 func newTimeline(workers int, addrs []string) *timeline {
@@ -122,12 +101,24 @@ func (t *timeline) masterUp(i int) {
 	}
 }
 
+// phase marks the start of a phase of the run: about tells it, label names
+// it on the page in a line or two.
+func (t *timeline) phase(about string, label ...string) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.phases = append(t.phases, tlPhase{label: label, about: about, from: time.Since(t.start)})
+}
+
 // workerKey tags a worker's Lock calls' ctx, so that the observer can put
 // their refused attempts on its lane.
 type workerKey struct{}
 
-// observer marks every master's answers, and every lost attempt on its
-// worker's lane: refused, or failed.
+// observer marks every master's answers and every vote the restart guard
+// set aside, and every lost attempt on its worker's lane: refused, or
+// failed.
 func (t *timeline) observer() redlock.Observer {
 	return redlock.Observer{
 		NodeReply: func(e redlock.NodeReplyEvent) {
@@ -139,6 +130,7 @@ func (t *timeline) observer() redlock.Observer {
 			t.marks = append(t.marks, tlMark{lane: e.Node, master: true, outcome: e.Outcome, at: time.Since(t.start)})
 		},
 		Round: func(e redlock.RoundEvent) {
+			t.quarantined(e)
 			w, ok := e.Ctx.Value(workerKey{}).(int)
 			if !ok || e.Op != "lock" || e.Won() {
 				return
@@ -155,6 +147,19 @@ func (t *timeline) observer() redlock.Observer {
 			defer t.mu.Unlock()
 			t.marks = append(t.marks, tlMark{lane: w, outcome: out, at: time.Since(t.start)})
 		},
+	}
+}
+
+// quarantined marks the masters whose yes in e the restart guard set
+// aside. A master's reply does not say so (it said yes, and is marked so):
+// only the round does.
+func (t *timeline) quarantined(e redlock.RoundEvent) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, n := range e.Nodes {
+		if n.Outcome == redlock.NodeQuarantined {
+			t.marks = append(t.marks, tlMark{lane: n.Node, master: true, outcome: n.Outcome, at: time.Since(t.start)})
+		}
 	}
 }
 
@@ -181,210 +186,4 @@ func overlaps(spans []tlSpan) [][2]time.Duration {
 		end = max(end, h.to)
 	}
 	return out
-}
-
-// lanes: the holds lane first, then the workers, then the masters.
-func tlLaneY(i int) int { return tlTop + i*(tlLane+tlGap) }
-
-// holdsLaneY, workerLaneY and masterLaneY are the top of each lane.
-func holdsLaneY() int                { return tlLaneY(0) }
-func workerLaneY(w int) int          { return tlLaneY(1 + w) }
-func masterLaneY(workers, m int) int { return tlLaneY(1 + workers + m) }
-
-// tlHeight is the page's height for workers and masters.
-func tlHeight(workers, masters int) int {
-	return tlLaneY(1+workers+masters) + tlAxis + tlLegend
-}
-
-// write renders the page.
-func (t *timeline) write(w io.Writer, title string) error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	end := t.end
-	if end == 0 {
-		end = time.Since(t.start)
-	}
-	g := &svgPlot{w: w, t: t, end: end}
-	g.header(title)
-	g.lanes()
-	g.downs()
-	g.spans()
-	g.marks()
-	g.axis()
-	g.legend()
-	g.p("</svg>\n</body></html>\n")
-	return nil
-}
-
-// An svgPlot writes a timeline as an HTML page holding one SVG picture.
-type svgPlot struct {
-	w   io.Writer
-	t   *timeline
-	end time.Duration // the time the plot's width stands for
-}
-
-func (g *svgPlot) p(format string, args ...any) { fmt.Fprintf(g.w, format, args...) }
-
-// x is the abscissa of time d.
-func (g *svgPlot) x(d time.Duration) float64 {
-	return tlLabels + float64(tlPlotWidth)*float64(d)/float64(g.end)
-}
-
-// width is the width of the span from..to, at least a pixel.
-func (g *svgPlot) width(from, to time.Duration) float64 { return max(g.x(to)-g.x(from), 1) }
-
-// header writes the page's start, the title and the verdict: whether two
-// holds overlapped.
-func (g *svgPlot) header(title string) {
-	t := g.t
-	height := tlHeight(t.workers, len(t.addrs))
-	holds := 0
-	for _, s := range t.spans {
-		if s.kind == tlHold {
-			holds++
-		}
-	}
-	verdict := fmt.Sprintf("No two holds overlap: %d holds, one at a time.", holds)
-	verdictColour := tlHoldColour
-	if over := overlaps(t.spans); len(over) > 0 {
-		verdict = fmt.Sprintf("OVERLAP: %d times two workers held the lock at once (red in the top lane).", len(over))
-		verdictColour = tlLostColour
-	}
-	g.p("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>%s</title>\n", html.EscapeString(title))
-	g.p("<style>body{margin:0;font-family:sans-serif;background:#fff}text{font-size:12px;fill:#212121}</style></head><body>\n")
-	g.p(`<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d">`+"\n", tlWidth, height, tlWidth, height)
-	g.p(`<text x="10" y="22" style="font-size:16px;font-weight:bold">%s</text>`+"\n", html.EscapeString(title))
-	g.p(`<text x="10" y="48" style="font-size:14px;font-weight:bold;fill:%s" id="verdict">%s</text>`+"\n", verdictColour, html.EscapeString(verdict))
-}
-
-// lanes writes the lanes' names, and the masters' lanes' backgrounds.
-func (g *svgPlot) lanes() {
-	t := g.t
-	label := func(y int, s string) {
-		g.p(`<text x="10" y="%d">%s</text>`+"\n", y+tlLane-5, html.EscapeString(s))
-	}
-	label(holdsLaneY(), "lock held by anyone")
-	for i := range t.workers {
-		label(workerLaneY(i), fmt.Sprintf("worker %d", i+1))
-	}
-	for i, a := range t.addrs {
-		label(masterLaneY(t.workers, i), "master "+a)
-		g.p(`<rect x="%d" y="%d" width="%d" height="%d" fill="%s"/>`+"\n", tlLabels, masterLaneY(t.workers, i), tlPlotWidth, tlLane, tlUpColour)
-	}
-}
-
-// downs writes the times the masters were down.
-func (g *svgPlot) downs() {
-	for _, d := range g.t.downs {
-		to := d.to
-		if to == 0 {
-			to = g.end
-		}
-		g.p(`<rect x="%.1f" y="%d" width="%.1f" height="%d" fill="%s"><title>down %v–%v</title></rect>`+"\n",
-			g.x(d.from), masterLaneY(g.t.workers, d.master), g.width(d.from, to), tlLane, tlDownColour, d.from.Round(time.Millisecond), to.Round(time.Millisecond))
-	}
-}
-
-// spans writes the workers' waits and holds, the holds lane, and the
-// overlaps in it.
-func (g *svgPlot) spans() {
-	for _, s := range g.t.spans {
-		y, h, colour, what := workerLaneY(s.lane)+4, tlLane-8, tlWaitColour, "waited"
-		switch s.kind {
-		case tlGaveUp:
-			y, h, colour, what = workerLaneY(s.lane)+4, tlLane-8, tlGaveUpColour, "gave up after waiting"
-		case tlHold:
-			y, h, colour, what = workerLaneY(s.lane), tlLane, tlHoldColour, "held"
-		case tlLost:
-			y, h, colour, what = workerLaneY(s.lane), tlLane, tlLostColour, "held, then found the lock lost"
-		}
-		g.p(`<rect x="%.1f" y="%d" width="%.1f" height="%d" fill="%s"><title>worker %d %s %v</title></rect>`+"\n",
-			g.x(s.from), y, g.width(s.from, s.to), h, colour, s.lane+1, what, (s.to - s.from).Round(100*time.Microsecond))
-		if s.kind == tlHold || s.kind == tlLost {
-			g.p(`<rect x="%.1f" y="%d" width="%.1f" height="%d" fill="%s" fill-opacity="0.6"/>`+"\n",
-				g.x(s.from), holdsLaneY(), g.width(s.from, s.to), tlLane, colour)
-		}
-	}
-	for _, o := range overlaps(g.t.spans) {
-		g.p(`<rect x="%.1f" y="%d" width="%.1f" height="%d" fill="%s"><title>overlap</title></rect>`+"\n",
-			g.x(o[0]), holdsLaneY(), g.width(o[0], o[1]), tlLane, tlLostColour)
-	}
-}
-
-// marks writes refused attempts on the workers' lanes, and answers on the
-// masters'.
-func (g *svgPlot) marks() {
-	for _, m := range g.t.marks {
-		if !m.master {
-			what, colour := "refused attempt (the key was another's)", tlRefusedColour
-			if m.outcome != redlock.NodeRefused {
-				what, colour = "failed attempt (masters failed or timed out)", tlFailColour
-			}
-			g.p(`<rect x="%.1f" y="%d" width="2" height="%d" fill="%s"><title>%s</title></rect>`+"\n",
-				g.x(m.at)-1, workerLaneY(m.lane), tlLane, colour, what)
-			continue
-		}
-		colour, y, h := tlVoteColour, masterLaneY(g.t.workers, m.lane)+tlLane/2, tlLane/2
-		switch m.outcome {
-		case redlock.NodeYes:
-		case redlock.NodeRefused:
-			colour = tlRefusedColour
-		default:
-			colour, y, h = tlFailColour, masterLaneY(g.t.workers, m.lane), tlLane/2
-		}
-		g.p(`<rect x="%.1f" y="%d" width="1" height="%d" fill="%s"/>`+"\n", g.x(m.at), y, h, colour)
-	}
-}
-
-// axisY is the time axis's ordinate.
-func (g *svgPlot) axisY() int { return tlLaneY(1+g.t.workers+len(g.t.addrs)) + 4 }
-
-// axis writes the time axis and its ticks.
-func (g *svgPlot) axis() {
-	axisY := g.axisY()
-	g.p(`<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#212121"/>`+"\n", tlLabels, axisY, tlLabels+tlPlotWidth, axisY)
-	step := tickStep(g.end)
-	for d := time.Duration(0); d <= g.end; d += step {
-		g.p(`<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#212121"/><text x="%.1f" y="%d" text-anchor="middle">%v</text>`+"\n",
-			g.x(d), axisY, g.x(d), axisY+5, g.x(d), axisY+18, d)
-	}
-}
-
-// legend writes what each colour stands for.
-func (g *svgPlot) legend() {
-	ly := g.axisY() + tlAxis - 8
-	lx := tlLabels
-	for _, l := range []struct{ colour, what string }{
-		{tlHoldColour, "hold"}, {tlWaitColour, "wait"}, {tlGaveUpColour, "gave up / refused attempt / master refused"},
-		{tlLostColour, "lock lost / failed attempt / master failed or timed out"}, {tlVoteColour, "master voted yes"}, {tlDownColour, "master down"},
-	} {
-		g.p(`<rect x="%d" y="%d" width="12" height="12" fill="%s"/><text x="%d" y="%d">%s</text>`+"\n", lx, ly, l.colour, lx+16, ly+10, html.EscapeString(l.what))
-		lx += 30 + 7*len(l.what)
-	}
-}
-
-// tickStep is a round step giving at most about 12 ticks over end.
-func tickStep(end time.Duration) time.Duration {
-	for _, s := range []time.Duration{
-		time.Millisecond, 5 * time.Millisecond, 10 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond,
-		250 * time.Millisecond, 500 * time.Millisecond, time.Second, 5 * time.Second, 10 * time.Second, time.Minute,
-	} {
-		if end/s <= 12 {
-			return s
-		}
-	}
-	return 10 * time.Minute
-}
-
-// writeFile renders the page into path.
-func (t *timeline) writeFile(path, title string) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := t.write(f, title); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }
