@@ -265,7 +265,7 @@ func (d *demo) runFaults(ctx context.Context) error {
 		}
 	}
 	for i := 0; i < n-quorum+1; i++ {
-		if err := d.m.start(i); err != nil {
+		if err := d.m.startEmpty(i); err != nil {
 			return fmt.Errorf("restart master %d: %w", i+1, err)
 		}
 		d.tl.masterUp(i)

@@ -105,9 +105,13 @@ func (m *masters) connect() {
 // stop takes embedded master i down: it refuses connections until start.
 func (m *masters) stop(i int) { m.embedded[i].Close() }
 
-// start brings embedded master i back on its address, with its data (as a
-// master with persistence would).
-func (m *masters) start(i int) error { return m.embedded[i].Restart() }
+// startEmpty brings embedded master i back on its address without its data,
+// as a master without persistence comes back: the restart guard sets its
+// votes aside until its new memory is older than the guard.
+func (m *masters) startEmpty(i int) error {
+	m.embedded[i].FlushAll()
+	return m.embedded[i].Restart()
+}
 
 func (m *masters) close() {
 	for _, c := range m.clients {
