@@ -27,6 +27,7 @@ func TestModel(t *testing.T) {
 	}
 	for name, cfg := range worlds {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel() // the worlds are independent, and each checks on one core
 			if *depth > 0 {
 				cfg.Horizon = *depth
 				cfg.MaxStates = 0
