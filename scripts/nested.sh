@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# nested: runs a command in one of this repository's nested modules against
+# this checkout of the core, not against a published version.
+#
+#   scripts/nested.sh otel go test -count=1 ./...
+#   scripts/nested.sh otel go mod tidy -diff    # go mod tidy: writes go.mod/go.sum back
+#   scripts/nested.sh otel go get go.opentelemetry.io/otel@v1.41.0
+#
+# A nested module's go.mod requires the core, and any other module of this
+# repository it imports, at a released version (v0.1.0) with no replace, so
+# that a user can fetch it (docs/release.md). Here that version may not exist
+# yet, and is not the code under review anyway. So the command runs with
+# -modfile naming a scratch copy of go.mod that replaces each such
+# requirement by its directory in this checkout (what a user who replaces
+# them sees). The scratch go.sum lacks this repository's modules: a directory
+# needs no checksum, and tidy would drop them. When the command succeeds and
+# changed the scratch files (go get, go mod tidy), they are written back
+# without the replaces, those checksums kept.
+#
+# Not a go.work at the root: there `go test ./...` tests the nested
+# modules' packages too, the core builds against every module's requirements
+# at once (golang.org/x/sys v0.40.0 for its own v0.30.0), bench/peers,
+# outside the workspace, stops building, and go mod tidy ignores a workspace.
+set -euo pipefail
+if [ $# -lt 2 ]; then
+	echo "usage: scripts/nested.sh <module dir> <command> [args...]" >&2
+	echo "(the directory relative to the current one: the Makefile's NESTED from the root)" >&2
+	exit 2
+fi
+root=$(cd "$(dirname "$0")/.." && pwd)
+dir=$1
+shift
+cd "$dir"
+[ -f go.mod ] || { echo "nested: $dir has no go.mod" >&2; exit 2; }
+export LC_ALL=C GOWORK=off
+core=$(awk '$1 == "module" { print $2; exit }' "$root/go.mod")
+
+# This repository's modules among the requirements, direct or not.
+mods=$(awk -v core="$core" '
+	$1 == "require" && $2 == "(" { block = 1; next }
+	block && $1 == ")" { block = 0; next }
+	$1 == "require" { p = $2 } block { p = $1 }
+	($1 == "require" || block) && (p == core || index(p, core "/") == 1) { print p }
+' go.mod)
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cp go.mod "$tmp/go.mod"
+ours=$(awk -v core="$core" '$1 == core || index($1, core "/") == 1' go.sum 2>/dev/null || true)
+awk -v core="$core" '!($1 == core || index($1, core "/") == 1)' go.sum >"$tmp/go.sum" 2>/dev/null || true
+for m in $mods; do
+	d=$root${m#"$core"}
+	if [ "$(awk '$1 == "module" { print $2; exit }' "$d/go.mod" 2>/dev/null)" != "$m" ]; then
+		echo "nested: $dir requires $m, which is not the module in $d" >&2
+		exit 2
+	fi
+	go mod edit -replace="$m=$d" "$tmp/go.mod"
+done
+cp "$tmp/go.mod" "$tmp/before.mod"
+cp "$tmp/go.sum" "$tmp/before.sum"
+
+GOFLAGS="${GOFLAGS:+$GOFLAGS }-modfile=$tmp/go.mod" "$@"
+
+if ! cmp -s "$tmp/go.mod" "$tmp/before.mod"; then
+	for m in $mods; do
+		go mod edit -dropreplace="$m" "$tmp/go.mod"
+	done
+	cp "$tmp/go.mod" go.mod
+	echo "nested: wrote $dir/go.mod" >&2
+fi
+if ! cmp -s "$tmp/go.sum" "$tmp/before.sum"; then
+	# Put this repository's checksums back where go would sort them.
+	printf '%s\n' "$ours" | awk 'NR == FNR { if ($0 != "") { o[++n] = $0; k[n] = $1 } next }
+		{ while (i < n && k[i + 1] < $1) print o[++i]; print }
+		END { while (i < n) print o[++i] }' - "$tmp/go.sum" >go.sum
+	echo "nested: wrote $dir/go.sum" >&2
+fi
