@@ -17,8 +17,9 @@
 # tidy writes the consumer's go.sum for the other modules, from the proxy or
 # the module cache. GOWORK=off keeps a developer's workspace out of it.
 #
-# Prints each consumer's go list -m all: what a go get of that module brings
-# into a user's module graph (quoted in docs/release.md).
+# Prints each consumer's go list -m all, what a go get of that module brings
+# into a user's module graph, and the modules its binary compiles (quoted in
+# docs/release.md).
 set -euo pipefail
 version=v0.1.0 # the release being prepared: bump it with the nested modules' requires
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -49,6 +50,8 @@ consumer() {
 		echo "FAIL: a module of this repository at another version than $version" >&2
 		exit 1
 	fi
+	echo "Modules its binary compiles:"
+	go list -deps -f '{{with .Module}}{{.Path}}{{end}}' . | grep -vx example.com/consumer | sort -u | sed 's/^/  /'
 	go vet .
 	go build -o consumer .
 	./consumer
