@@ -34,7 +34,7 @@ check: lint deps
 deps:
 	go mod tidy -diff
 	scripts/check-module-graph.sh
-	scripts/check-release.sh
+	scripts/check-release.sh $(NESTED)
 	scripts/govulncheck.sh
 
 lint: $(GOLANGCI_LINT)

@@ -17,6 +17,9 @@
 # tidy writes the consumer's go.sum for the other modules, from the proxy or
 # the module cache. GOWORK=off keeps a developer's workspace out of it.
 #
+# Given the nested modules' directories, it also checks that their go.mod
+# files have no replace and require this repository's modules at $version.
+#
 # Prints each consumer's go list -m all, what a go get of that module brings
 # into a user's module graph, and the modules its binary compiles (quoted in
 # docs/release.md).
@@ -28,6 +31,23 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export GOWORK=off
 modules="$core $core/otel" # the published ones: the release's tags
+
+# The nested modules named as arguments (the Makefile's NESTED): no replace
+# (a user's go command ignores it, and go run <package>@<version> refuses a
+# module with one), and this repository's modules required at $version.
+for d in "$@"; do
+	bad=$(awk -v core="$core" -v version="$version" '
+		$1 == "replace" { print "  a replace directive"; next }
+		$1 == "require" && $2 == "(" { block = 1; next }
+		block && $1 == ")" { block = 0; next }
+		$1 == "require" { p = $2; v = $3 } block { p = $1; v = $2 }
+		($1 == "require" || block) && (p == core || index(p, core "/") == 1) && v != version { print "  " p " " v }
+	' "$root/$d/go.mod")
+	if [ -n "$bad" ]; then
+		printf 'FAIL: %s/go.mod has, where a user needs %s and no replace:\n%s\n' "$d" "$version" "$bad" >&2
+		exit 1
+	fi
+done
 
 # consumer <name> <module> <program>: a module in $tmp/<name> that requires
 # <module> at $version, as go get would, and lets go mod tidy add what the
@@ -91,4 +111,4 @@ func main() {
 	fmt.Println("  the core and otel build and run: an observer made")
 }
 '
-echo "OK: the core and otel at $version build for a consumer, with replaces in its go.mod alone"
+echo "OK: the core and otel at $version build for a consumer, with replaces in its go.mod alone${*:+; $* require $version, no replace}"
