@@ -9,13 +9,18 @@
 # A nested module's go.mod requires the core, and any other module of this
 # repository it imports, at a released version (v0.1.0) with no replace, so
 # that a user can fetch it (docs/release.md). Here that version may not exist
-# yet, and is not the code under review anyway. So the command runs with
-# -modfile naming a scratch copy of go.mod that replaces each such
-# requirement by its directory in this checkout (what a user who replaces
-# them sees). The scratch go.sum lacks this repository's modules: a directory
-# needs no checksum, and tidy would drop them. When the command succeeds and
-# changed the scratch files (go get, go mod tidy), they are written back
-# without the replaces, those checksums kept.
+# yet, and is not the code under review anyway. So the command runs with each
+# such requirement replaced by its directory in this checkout, what a user
+# who replaces them sees:
+#   - go mod and go get, which ignore a workspace or write go.mod, get
+#     -modfile naming a scratch go.mod with the replaces and a scratch go.sum
+#     without this repository's modules (a directory needs no checksum, and
+#     tidy would drop them). When the command succeeds and changed them,
+#     they are written back, without the replaces, those checksums kept.
+#   - every other command (go vet, go test, golangci-lint) runs in a scratch
+#     workspace of this one module with the replaces (GOWORK): go/packages,
+#     under golangci-lint, asks go for its version in GOPATH mode, where
+#     GOFLAGS=-modfile is an error.
 #
 # Not a go.work at the root: there `go test ./...` tests the nested
 # modules' packages too, the core builds against every module's requirements
@@ -45,21 +50,34 @@ mods=$(awk -v core="$core" '
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-cp go.mod "$tmp/go.mod"
-ours=$(awk -v core="$core" '$1 == core || index($1, core "/") == 1' go.sum 2>/dev/null || true)
-awk -v core="$core" '!($1 == core || index($1, core "/") == 1)' go.sum >"$tmp/go.sum" 2>/dev/null || true
 for m in $mods; do
 	d=$root${m#"$core"}
 	if [ "$(awk '$1 == "module" { print $2; exit }' "$d/go.mod" 2>/dev/null)" != "$m" ]; then
 		echo "nested: $dir requires $m, which is not the module in $d" >&2
 		exit 2
 	fi
-	go mod edit -replace="$m=$d" "$tmp/go.mod"
+done
+
+if [ "$1" != go ] || { [ "$2" != mod ] && [ "$2" != get ]; }; then
+	printf 'go %s\n\nuse %s\n' "$(awk '$1 == "go" { print $2; exit }' go.mod)" "$(pwd)" >"$tmp/go.work"
+	for m in $mods; do
+		go work edit -replace="$m=$root${m#"$core"}" "$tmp/go.work"
+	done
+	GOWORK=$tmp/go.work "$@"
+	exit
+fi
+
+cp go.mod "$tmp/go.mod"
+ours=$(awk -v core="$core" '$1 == core || index($1, core "/") == 1' go.sum 2>/dev/null || true)
+awk -v core="$core" '!($1 == core || index($1, core "/") == 1)' go.sum >"$tmp/go.sum" 2>/dev/null || true
+for m in $mods; do
+	go mod edit -replace="$m=$root${m#"$core"}" "$tmp/go.mod"
 done
 cp "$tmp/go.mod" "$tmp/before.mod"
 cp "$tmp/go.sum" "$tmp/before.sum"
 
-GOFLAGS="${GOFLAGS:+$GOFLAGS }-modfile=$tmp/go.mod" "$@"
+# GOFLAGS from go env too: the variable replaces what go env -w set.
+GOFLAGS="$(go env GOFLAGS) -modfile=$tmp/go.mod" "$@"
 
 if ! cmp -s "$tmp/go.mod" "$tmp/before.mod"; then
 	for m in $mods; do
