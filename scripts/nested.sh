@@ -22,10 +22,7 @@
 #     under golangci-lint, asks go for its version in GOPATH mode, where
 #     GOFLAGS=-modfile is an error.
 #
-# Not a go.work at the root: there `go test ./...` tests the nested
-# modules' packages too, the core builds against every module's requirements
-# at once (golang.org/x/sys v0.40.0 for its own v0.30.0), bench/peers,
-# outside the workspace, stops building, and go mod tidy ignores a workspace.
+# Why not a go.work at the root: docs/release.md.
 set -euo pipefail
 if [ $# -lt 2 ]; then
 	echo "usage: scripts/nested.sh <module dir> <command> [args...]" >&2
