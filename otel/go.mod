@@ -2,11 +2,9 @@ module github.com/redlock-go/redlock/otel
 
 go 1.24.0
 
-replace github.com/redlock-go/redlock => ../
-
 require (
 	github.com/redis/go-redis/v9 v9.22.0
-	github.com/redlock-go/redlock v0.0.0-00010101000000-000000000000
+	github.com/redlock-go/redlock v0.1.0
 	go.opentelemetry.io/otel v1.40.0
 	go.opentelemetry.io/otel/metric v1.40.0
 	go.opentelemetry.io/otel/sdk v1.40.0

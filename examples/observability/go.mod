@@ -2,16 +2,11 @@ module github.com/redlock-go/redlock/examples/observability
 
 go 1.24.0
 
-replace (
-	github.com/redlock-go/redlock => ../..
-	github.com/redlock-go/redlock/otel => ../../otel
-)
-
 require (
 	github.com/prometheus/client_golang v1.23.2
 	github.com/redis/go-redis/v9 v9.22.0
-	github.com/redlock-go/redlock v0.0.0-00010101000000-000000000000
-	github.com/redlock-go/redlock/otel v0.0.0-00010101000000-000000000000
+	github.com/redlock-go/redlock v0.1.0
+	github.com/redlock-go/redlock/otel v0.1.0
 	go.opentelemetry.io/otel/exporters/prometheus v0.62.0
 	go.opentelemetry.io/otel/exporters/stdout/stdouttrace v1.40.0
 	go.opentelemetry.io/otel/sdk v1.40.0

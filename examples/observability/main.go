@@ -3,11 +3,13 @@
 // traces, and shows what an operator sees when one master of five stops
 // answering, as a SIGSTOPped or partitioned master does.
 //
-//	cd examples/observability
 //	go run .                                  # five embedded masters; the fifth hangs after 1.5 s
 //	go run . -metrics :9464 -duration 60s     # and scrape localhost:9464/metrics meanwhile
 //	go run . -traces traces.json              # the spans, one JSON object each
 //	go run . -nodes 127.0.0.1:7001,...,127.0.0.1:7005 -hang-at 0   # real masters: docker compose pause redis5
+//
+// In this repository, against its own core, each command runs through
+// scripts/nested.sh: cd examples/observability && ../../scripts/nested.sh . go run .
 //
 // Workers take one lock in turn for -duration. The log (stderr, slog text)
 // says when a master starts failing; at the end the program prints the
