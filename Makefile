@@ -45,7 +45,7 @@ lint: $(GOLANGCI_LINT)
 $(GOLANGCI_LINT):
 	go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
 
-## race: every test under -race; internal/engine's in RACE_SHARDS processes side by side (default 2)
+## race: every test under -race but internal/model's (make model runs them; the model is one goroutine); internal/engine's in RACE_SHARDS processes side by side (default 2)
 race:
 	scripts/ensure-redis.sh
 	scripts/race.sh
@@ -64,7 +64,7 @@ fuzz:
 HORIZON ?= 0
 WORLD ?=
 model:
-	go test -count=1 -timeout 0 -run 'TestModel|TestHandOffModel' -v ./internal/model -args -model.horizon=$(HORIZON) -model.world=$(WORLD)
+	go test -count=1 -timeout 0 -v ./internal/model -args -model.horizon=$(HORIZON) -model.world=$(WORLD)
 
 ## mutants: deliberate bugs, one at a time; each must make the tests named for it fail
 mutants:
