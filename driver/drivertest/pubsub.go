@@ -99,7 +99,7 @@ func (s *suite) pubsub(t *testing.T) {
 	if err := sub.Close(); err != nil {
 		t.Fatal(err)
 	}
-	within(t, redistest.Scaled(5*time.Second), "Run after Close", func() { <-ran })
+	within(t, redistest.Scaled(time.Second), "Run after Close", func() { <-ran })
 }
 
 // reconnects: a subscription whose connection the server kills (CLIENT
