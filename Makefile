@@ -9,9 +9,10 @@ GOLANGCI_LINT := $(GOBIN)/golangci-lint
 ## test: formatting, vet, lint, every test with the race detector (needs redis-server; installed when missing), fuzzing, the protocol model, mutants
 test: check race fuzz model mutants
 
-# The nested modules: OpenTelemetry (otel) and its example, kept out of
+# The nested modules: OpenTelemetry (otel) and its example, and the
+# rueidis and redigo adapters (each runs driver/drivertest), kept out of
 # core's module graph.
-NESTED := otel examples/observability
+NESTED := otel examples/observability drivers/rueidis drivers/redigo
 
 check: lint deps
 	@unformatted=$$(gofmt -l .); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi

@@ -58,7 +58,8 @@ type Conn interface {
 // Err is not nil when there is no value: Nil for a nil reply; the server's
 // error reply, whose Error() is the server's message as sent ("NOSCRIPT
 // No matching script...", "WRONGTYPE ...", "NOPERM ..."), which the library
-// reads by its prefix; or why no reply came (ctx, the network).
+// reads by its prefix (a driver may strip the generic "ERR ", as rueidis
+// does); or why no reply came (ctx, the network).
 type Reply struct {
 	Val any
 	Err error

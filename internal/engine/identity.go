@@ -114,7 +114,7 @@ type mark struct {
 // describe returns the name node i goes by in messages, and its marks.
 func describe(i int, d driver.Conn, t driver.Topology) (name string, marks []mark) {
 	var self []mark // the Conn itself, given twice
-	if reflect.TypeOf(d).Comparable() {
+	if reflect.ValueOf(d).Comparable() { // its dynamic parts too: a map key must not panic
 		self = []mark{{d, "one client given twice"}}
 	}
 	switch t.Kind {

@@ -91,4 +91,6 @@ func isNoScript(err error) bool {
 
 // IsNoPerm reports whether err is a master's refusal for want of ACL rights
 // (a channel, for PUBLISH or SUBSCRIBE).
-func IsNoPerm(err error) bool { return err != nil && strings.HasPrefix(err.Error(), "NOPERM") }
+func IsNoPerm(err error) bool {
+	return err != nil && strings.HasPrefix(strings.TrimPrefix(err.Error(), "ERR "), "NOPERM")
+}
