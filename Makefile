@@ -10,9 +10,9 @@ GOLANGCI_LINT := $(GOBIN)/golangci-lint
 test: check race fuzz model mutants
 
 # The nested modules: OpenTelemetry (otel) and its example, and the
-# rueidis and redigo adapters (each runs driver/drivertest), kept out of
+# rueidis, valkey-go and redigo adapters (each runs driver/drivertest), kept out of
 # core's module graph.
-NESTED := otel examples/observability drivers/rueidis drivers/redigo
+NESTED := otel examples/observability drivers/rueidis drivers/valkey drivers/redigo
 
 check: lint deps
 	@unformatted=$$(gofmt -l .); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi

@@ -1,0 +1,20 @@
+module github.com/redlock-go/redlock/drivers/valkey
+
+go 1.25.0
+
+replace github.com/redlock-go/redlock => ../..
+
+require (
+	github.com/redlock-go/redlock v0.0.0-00010101000000-000000000000
+	github.com/valkey-io/valkey-go v1.0.79
+)
+
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/google/uuid v1.6.0 // indirect
+	github.com/hashicorp/errwrap v1.0.0 // indirect
+	github.com/hashicorp/go-multierror v1.1.1 // indirect
+	github.com/redis/go-redis/v9 v9.22.0 // indirect
+	go.uber.org/atomic v1.11.0 // indirect
+	golang.org/x/sys v0.47.0 // indirect
+)
