@@ -9,9 +9,9 @@ GOLANGCI_LINT := $(GOBIN)/golangci-lint
 ## test: formatting, vet, lint, every test with the race detector (needs redis-server; installed when missing), fuzzing, the protocol model, mutants
 test: check race fuzz model mutants
 
-# The nested modules: OpenTelemetry (otel) and its example, and the
-# rueidis, valkey-go and redigo adapters (each runs driver/drivertest), kept out of
-# core's module graph.
+# The nested modules, kept out of core's module graph: OpenTelemetry
+# (otel) and its example, and the rueidis, valkey-go and redigo adapters
+# (each runs driver/drivertest in its tests).
 NESTED := otel examples/observability drivers/rueidis drivers/valkey drivers/redigo
 
 check: lint deps
