@@ -17,7 +17,7 @@
 //	}
 //
 // It needs redis-server on PATH (or REDIS_SERVER naming it) and fails
-// without it; under go test -short it skips. It takes 10 to 20 seconds.
+// without it; under go test -short it skips. It takes about two seconds.
 package drivertest
 
 import (
