@@ -17,10 +17,10 @@ import (
 	"errors"
 )
 
-// Nil is the error of a nil reply: a missing key's GET, a script that
+// ErrNil is the error of a nil reply: a missing key's GET, a script that
 // returned false or nil. An adapter reports it as an error e for which
-// errors.Is(e, Nil) holds, and with a nil Val.
-var Nil = errors.New("redlock/driver: nil reply")
+// errors.Is(e, ErrNil) holds, and with a nil Val.
+var ErrNil = errors.New("redlock/driver: nil reply")
 
 // A Conn is one node of a Client: a Redis master, or a client that reaches
 // several (a Redis Cluster, a sharded ring) and routes each command to the
@@ -55,7 +55,7 @@ type Conn interface {
 // A Reply is a server's answer to one command. Val holds it, typed as
 // the server sent it: an integer as int64, a simple or bulk string as
 // string, an array as []any of those (arrays nest), a nil reply as nil.
-// Err is not nil when there is no value: Nil for a nil reply; the server's
+// Err is not nil when there is no value: ErrNil for a nil reply; the server's
 // error reply, whose Error() is the server's message as sent ("NOSCRIPT
 // No matching script...", "WRONGTYPE ...", "NOPERM ..."), which the library
 // reads by its prefix (a driver may strip the generic "ERR ", as rueidis

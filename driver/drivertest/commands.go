@@ -20,7 +20,7 @@ import (
 )
 
 // replies: each reply type as the library reads it, the arguments it
-// sends (strings, ints, int64s), and nil replies matching driver.Nil.
+// sends (strings, ints, int64s), and nil replies matching driver.ErrNil.
 func (s *suite) replies(t *testing.T) {
 	c := s.conn(t)
 	do(t, c, "del", "dt:s", "dt:n", "dt:l")
@@ -46,11 +46,11 @@ func (s *suite) replies(t *testing.T) {
 	}
 	for _, args := range [][]any{{"get", "dt:missing"}, {"eval", "return false", 0}, {"eval", "return nil", 0}} {
 		r := c.Do(ctx(t), args...)
-		if !errors.Is(r.Err, driver.Nil) || r.Val != nil {
-			t.Fatalf("%v = %#v, want Val nil and an error matching driver.Nil", args, r)
+		if !errors.Is(r.Err, driver.ErrNil) || r.Val != nil {
+			t.Fatalf("%v = %#v, want Val nil and an error matching driver.ErrNil", args, r)
 		}
-		if _, err := r.Text(); !errors.Is(err, driver.Nil) {
-			t.Fatalf("%v: Text() error %v, want driver.Nil", args, err)
+		if _, err := r.Text(); !errors.Is(err, driver.ErrNil) {
+			t.Fatalf("%v: Text() error %v, want driver.ErrNil", args, err)
 		}
 	}
 	if v := do(t, c, "eval", "return 1", 0); v != int64(1) {
@@ -60,7 +60,7 @@ func (s *suite) replies(t *testing.T) {
 
 // errorReplies: a server's error reply comes with its message as the server
 // wrote it, prefix first (but for a generic "ERR ", which a driver may
-// strip), and is not driver.Nil.
+// strip), and is not driver.ErrNil.
 func (s *suite) errorReplies(t *testing.T) {
 	c := s.conn(t)
 	do(t, c, "set", "dt:str", "v")
@@ -77,8 +77,8 @@ func (s *suite) errorReplies(t *testing.T) {
 		if r.Err == nil || !strings.HasPrefix(strings.TrimPrefix(r.Err.Error(), "ERR "), tc.prefix) {
 			t.Fatalf("%v: error %v, want one whose message starts %q", tc.args, r.Err, tc.prefix)
 		}
-		if errors.Is(r.Err, driver.Nil) {
-			t.Fatalf("%v: error %v matches driver.Nil", tc.args, r.Err)
+		if errors.Is(r.Err, driver.ErrNil) {
+			t.Fatalf("%v: error %v matches driver.ErrNil", tc.args, r.Err)
 		}
 	}
 	if _, err := (driver.Reply{Val: "x"}).Int64(); err == nil {
@@ -141,8 +141,8 @@ func (s *suite) pipeline(t *testing.T) {
 				t.Fatalf("reply %d = %#v, want INCR's error on a string", i, got[i])
 			}
 		case 3:
-			if !errors.Is(got[i].Err, driver.Nil) {
-				t.Fatalf("reply %d = %#v, want driver.Nil", i, got[i])
+			if !errors.Is(got[i].Err, driver.ErrNil) {
+				t.Fatalf("reply %d = %#v, want driver.ErrNil", i, got[i])
 			}
 		case 5:
 			if got[i].Err == nil || !strings.HasPrefix(got[i].Err.Error(), "NOSCRIPT") {
@@ -188,7 +188,7 @@ func (s *suite) concurrent(t *testing.T) {
 					continue
 				}
 				for _, r := range c.DoMulti(context.Background(), []any{"incr", "dt:c"}, []any{"get", fmt.Sprint("dt:c:", w, i)}) {
-					if r.Err != nil && !errors.Is(r.Err, driver.Nil) {
+					if r.Err != nil && !errors.Is(r.Err, driver.ErrNil) {
 						errs <- r.Err
 						return
 					}

@@ -30,8 +30,8 @@ func client(t *testing.T, conns []driver.Conn, opts ...redlock.Option) *redlock.
 func absent(t *testing.T, conns []driver.Conn, key string) {
 	t.Helper()
 	for i, c := range conns {
-		if r := c.Do(ctx(t), "get", key); !errors.Is(r.Err, driver.Nil) {
-			t.Fatalf("master %d: GET %s = %#v, want driver.Nil", i, key, r)
+		if r := c.Do(ctx(t), "get", key); !errors.Is(r.Err, driver.ErrNil) {
+			t.Fatalf("master %d: GET %s = %#v, want driver.ErrNil", i, key, r)
 		}
 	}
 }

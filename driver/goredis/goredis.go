@@ -84,11 +84,11 @@ func (c Conn) DoMulti(ctx context.Context, cmds ...[]any) []driver.Reply {
 }
 
 // reply is cmd's answer as a driver.Reply: go-redis's values are the
-// driver's (int64, string, []any), and its redis.Nil is driver.Nil.
+// driver's (int64, string, []any), and its redis.Nil is driver.ErrNil.
 func reply(cmd *redis.Cmd) driver.Reply {
 	v, err := cmd.Result()
 	if errors.Is(err, redis.Nil) {
-		return driver.Reply{Err: driver.Nil}
+		return driver.Reply{Err: driver.ErrNil}
 	}
 	if err != nil {
 		return driver.Reply{Err: err}

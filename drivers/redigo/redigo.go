@@ -125,16 +125,16 @@ func isServerError(err error) bool {
 }
 
 // reply is redigo's answer as a driver.Reply: bulk strings ([]byte) become
-// strings, in arrays too, and a nil reply driver.Nil.
+// strings, in arrays too, and a nil reply driver.ErrNil.
 func reply(v any, err error) driver.Reply {
 	if err != nil {
 		if errors.Is(err, redis.ErrNil) {
-			return driver.Reply{Err: driver.Nil}
+			return driver.Reply{Err: driver.ErrNil}
 		}
 		return driver.Reply{Err: err}
 	}
 	if v == nil {
-		return driver.Reply{Err: driver.Nil}
+		return driver.Reply{Err: driver.ErrNil}
 	}
 	return driver.Reply{Val: value(v)}
 }

@@ -138,13 +138,13 @@ func token(a any) string {
 	return fmt.Sprint(a)
 }
 
-// reply is rueidis's answer as a driver.Reply: its Nil is driver.Nil; a
+// reply is rueidis's answer as a driver.Reply: its Nil is driver.ErrNil; a
 // server's error comes as rueidis's *RedisError, whose message is the
 // server's.
 func reply(r rueidis.RedisResult) driver.Reply {
 	v, err := r.ToAny()
 	if rueidis.IsRedisNil(err) {
-		return driver.Reply{Err: driver.Nil}
+		return driver.Reply{Err: driver.ErrNil}
 	}
 	if err != nil {
 		return driver.Reply{Err: err}

@@ -140,13 +140,13 @@ func token(a any) string {
 	return fmt.Sprint(a)
 }
 
-// reply is valkey-go's answer as a driver.Reply: its Nil is driver.Nil; a
+// reply is valkey-go's answer as a driver.Reply: its Nil is driver.ErrNil; a
 // server's error comes as valkey-go's *ValkeyError, whose message is the
 // server's.
 func reply(r valkey.ValkeyResult) driver.Reply {
 	v, err := r.ToAny()
 	if valkey.IsValkeyNil(err) {
-		return driver.Reply{Err: driver.Nil}
+		return driver.Reply{Err: driver.ErrNil}
 	}
 	if err != nil {
 		return driver.Reply{Err: err}

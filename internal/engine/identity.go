@@ -113,8 +113,10 @@ type mark struct {
 
 // describe returns the name node i goes by in messages, and its marks.
 func describe(i int, d driver.Conn, t driver.Topology) (name string, marks []mark) {
-	var self []mark // the Conn itself, given twice
-	if reflect.ValueOf(d).Comparable() { // its dynamic parts too: a map key must not panic
+	// The Conn itself, given twice; when its value (dynamic parts too) is
+	// comparable: a map key must not panic.
+	var self []mark
+	if reflect.ValueOf(d).Comparable() {
 		self = []mark{{d, "one client given twice"}}
 	}
 	switch t.Kind {

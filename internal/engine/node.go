@@ -261,7 +261,7 @@ func (n *node) fence(ctx context.Context, keys []string, token string, raise uin
 		cmd = script.FenceMulti.Evalsha(2*len(keys), append(args, token, arg)...)
 	}
 	s, err := n.eval(ctx, nil, master.LateSend{}, cmd).Text()
-	if errors.Is(err, driver.Nil) {
+	if errors.Is(err, driver.ErrNil) {
 		return 0, nil // not held
 	}
 	if err != nil {
