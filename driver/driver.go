@@ -15,6 +15,7 @@ package driver
 import (
 	"context"
 	"errors"
+	"fmt"
 )
 
 // ErrNil is the error of a nil reply: a missing key's GET, a script that
@@ -74,7 +75,7 @@ func (r Reply) Int64() (int64, error) {
 	if v, ok := r.Val.(int64); ok {
 		return v, nil
 	}
-	return 0, &TypeError{Want: "integer", Val: r.Val}
+	return 0, &TypeError{Want: "an integer", Val: r.Val}
 }
 
 // Text returns r's string, or r.Err, or an error when Val is not a string.
@@ -85,7 +86,7 @@ func (r Reply) Text() (string, error) {
 	if v, ok := r.Val.(string); ok {
 		return v, nil
 	}
-	return "", &TypeError{Want: "string", Val: r.Val}
+	return "", &TypeError{Want: "a string", Val: r.Val}
 }
 
 // Slice returns r's array, or r.Err, or an error when Val is not an array.
@@ -96,18 +97,18 @@ func (r Reply) Slice() ([]any, error) {
 	if v, ok := r.Val.([]any); ok {
 		return v, nil
 	}
-	return nil, &TypeError{Want: "array", Val: r.Val}
+	return nil, &TypeError{Want: "an array", Val: r.Val}
 }
 
 // A TypeError is a Reply's error when its value is not of the type asked
 // for.
 type TypeError struct {
-	Want string // integer, string or array
+	Want string // "an integer", "a string" or "an array"
 	Val  any
 }
 
 func (e *TypeError) Error() string {
-	return "redlock/driver: reply is not an " + e.Want + ": " + describe(e.Val)
+	return "redlock/driver: reply is " + describe(e.Val) + ", want " + e.Want
 }
 
 func describe(v any) string {
@@ -121,7 +122,7 @@ func describe(v any) string {
 	case []any:
 		return "an array"
 	}
-	return "an unexpected type"
+	return fmt.Sprintf("a %T", v)
 }
 
 // A Subscription is one pub/sub connection of a Conn. The library calls
