@@ -27,13 +27,14 @@ var ErrNil = errors.New("redlock/driver: nil reply")
 // several (a Redis Cluster, a sharded ring) and routes each command to the
 // master that serves its keys. Its methods must be safe for concurrent use.
 //
-// Every call takes a ctx, and must return by the time ctx is done, with an
-// error that wraps ctx.Err() when it is why the call failed; the library
-// puts its own deadline on every call, and a call that outlives its ctx
-// holds up the rounds the Client decides on time (the library then leaves
-// it to finish in the background, which costs a goroutine while it lasts).
-// A call may be sent again after a network error (the library's scripts
-// are written to be run twice), but not after its ctx ended.
+// Every call takes a ctx, and should return with an error soon after ctx
+// is done (go-redis does with ContextTimeoutEnabled; otherwise at its read
+// timeout). The library puts its own deadline on every call and decides
+// its rounds on time whatever the driver does: a call that outlives its
+// ctx finishes in the background, which costs a goroutine and a connection
+// while it lasts, and holds up Close. A call may be sent again after a
+// network error (the library's scripts are written to be run twice), but
+// not after its ctx ended.
 type Conn interface {
 	// Do sends one command, args as the server takes them (the command's
 	// name first; then strings, []byte, integers), and returns its reply.
@@ -133,8 +134,8 @@ func describe(v any) string {
 // confirmations of each subscription (Subscribed, Unsubscribed) and the
 // messages on the channels subscribed, until Close is called; then it
 // returns, promptly (Close need not wait for it). Close may be called
-// while a Subscribe or Unsubscribe is in flight on another goroutine,
-// and makes it return.
+// while a Subscribe or Unsubscribe is in flight on another goroutine (it
+// may wait for that call, which its ctx bounds).
 //
 // A connection that breaks is the Subscription's to mend: it connects
 // again and subscribes again to the channels it had (delivering their

@@ -257,7 +257,7 @@ func (s *sub) Subscribe(ctx context.Context, channel string) error {
 	return psc.Subscribe(channel)
 }
 
-func (s *sub) Unsubscribe(ctx context.Context, channel string) error {
+func (s *sub) Unsubscribe(_ context.Context, channel string) error { // a write: the dial's write timeout bounds it
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {

@@ -312,7 +312,8 @@ func (s *sub) deliver(deliver func(driver.Event), broken <-chan error) (closed b
 		select {
 		case <-s.done:
 			return true
-		case <-broken:
+		case err := <-broken:
+			_ = err          // why it broke (or nil, closed): another connection either way
 			s.flush(deliver) // what came before the break, in order
 			return false
 		case <-s.kick:

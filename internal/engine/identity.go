@@ -21,7 +21,7 @@ import (
 // be down, and a Client must start with a minority of its nodes down.
 const identityTimeout = time.Second
 
-// newNodes checks the clients given to New and wraps them.
+// newNodes checks the nodes given to New and makes them the Client's.
 //
 // Two entries for one master would count one server's vote twice and break
 // the majority arithmetic silently, so duplicates are an error. They are
