@@ -1,9 +1,10 @@
 // Package driver is what the library asks of a Redis client library: the
 // interface an adapter implements so that a Client can reach its masters
 // through any Go Redis driver. The go-redis adapter (package
-// driver/goredis) is the default; adapters for rueidis and redigo are
-// nested modules (drivers/rueidis, drivers/redigo), and package
-// driver/drivertest is the acceptance suite any adapter should pass.
+// driver/goredis) is the default; adapters for rueidis, valkey-go and
+// redigo are nested modules (drivers/rueidis, drivers/valkey,
+// drivers/redigo), and package driver/drivertest is the acceptance suite
+// any adapter should pass.
 //
 // An adapter moves bytes: it sends the commands it is given and hands back
 // the replies as the server sent them. Everything about locks stays in the
@@ -49,8 +50,8 @@ type Conn interface {
 	// With Topology().Kind Cluster, its channels are shard channels
 	// (SSUBSCRIBE), each on the master of its hash slot.
 	Subscribe() Subscription
-	// Topology says what stands behind the Conn. It is asked once, by New,
-	// and must not use the network.
+	// Topology says what stands behind the Conn. It is asked once, by
+	// redlock's constructor, and must not use the network.
 	Topology() Topology
 }
 
