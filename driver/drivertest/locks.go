@@ -42,7 +42,10 @@ func absent(t *testing.T, conns []driver.Conn, key string) {
 func (s *suite) lock(t *testing.T) {
 	conns := s.conns(t)
 	twice := []driver.Conn{conns[0], s.dial(t, s.servers[0].Addr), conns[1]}
-	if _, err := redlock.NewFromDrivers(twice); !errors.Is(err, redlock.ErrInvalidArgument) {
+	if c, err := redlock.NewFromDrivers(twice); !errors.Is(err, redlock.ErrInvalidArgument) {
+		if err == nil {
+			_ = c.Close()
+		}
 		t.Fatalf("NewFromDrivers with one server twice: %v, want ErrInvalidArgument", err)
 	}
 	c := client(t, conns)
