@@ -9,11 +9,12 @@ GOLANGCI_LINT := $(GOBIN)/golangci-lint
 ## test: formatting, vet, lint, every test with the race detector (needs redis-server; installed when missing), fuzzing, the protocol model, mutants
 test: check race fuzz model mutants
 
-# The nested modules: OpenTelemetry (otel) and its example, kept out of
-# core's module graph. Each requires the core at a released version, so that
-# a user can fetch it; scripts/nested.sh runs a command in one against this
-# checkout's core instead (docs/release.md).
-NESTED := otel examples/observability
+# The nested modules, kept out of core's module graph: OpenTelemetry
+# (otel) and its example, and the rueidis, valkey-go and redigo adapters
+# (each runs driver/drivertest in its tests). Each requires the core at a
+# released version, so that a user can fetch it; scripts/nested.sh runs a
+# command in one against this checkout's core instead (docs/release.md).
+NESTED := otel examples/observability drivers/rueidis drivers/valkey drivers/redigo
 
 # A developer's go.work (for an editor) changes neither the core's targets
 # nor the nested modules': go test ./... at the root would test the nested

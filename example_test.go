@@ -9,6 +9,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/driver"
+	"github.com/redlock-go/redlock/driver/goredis"
 	"github.com/redlock-go/redlock/redlocktest"
 )
 
@@ -249,4 +251,30 @@ func Example_clusterAndSentinelVotes() {
 		return
 	}
 	defer func() { _ = l.Unlock(context.Background()) }()
+}
+
+// NewFromDrivers takes any client library behind a driver.Conn adapter:
+// here go-redis's own (what New wraps each client in); drivers/rueidis,
+// drivers/valkey and drivers/redigo are the others (docs/drivers.md).
+func ExampleNewFromDrivers() {
+	clients, stop := fiveMasters()
+	defer stop()
+	conns := make([]driver.Conn, len(clients))
+	for i, rc := range clients {
+		conns[i] = goredis.New(rc)
+	}
+
+	c, err := redlock.NewFromDrivers(conns)
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+	l, err := c.TryLock(context.Background(), "report:7", 10*time.Second)
+	if err != nil {
+		fmt.Println("not obtained:", err)
+		return
+	}
+	fmt.Println("holding", l.Key())
+	_ = l.Unlock(context.Background())
+	// Output: holding report:7
 }

@@ -11,6 +11,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-go/redlock/driver"
+	"github.com/redlock-go/redlock/driver/goredis"
 	"github.com/redlock-go/redlock/internal/engine"
 )
 
@@ -78,7 +81,25 @@ func (c *Client) e() *engine.Client {
 // *redis.ClusterClient, say) is asked as one server, and INFO reaches
 // whichever master it sends it to.
 func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
-	e, err := engine.New(nodes, opts...)
+	return NewFromDrivers(goredis.Wrap(nodes), opts...)
+}
+
+// NewFromDrivers returns a Client over nodes reached through any Redis
+// client library's adapter of package driver (drivers/rueidis,
+// drivers/redigo, or one of your own that passes driver/drivertest). New
+// is NewFromDrivers over go-redis's adapter (driver/goredis), and the
+// contract is New's: a nil node (or a nil pointer of an adapter's type), an
+// empty nodes or the same server twice return an error matching
+// ErrInvalidArgument; ErrGuardRights and ErrEvictionPolicy as there.
+//
+// What New can tell about the servers behind each node comes from its
+// driver.Topology: two nodes that share an address, or one comparable
+// driver.Conn given twice, are refused without the network; every server
+// the Topology names (Servers), or the node itself, is asked for its INFO
+// run_id. A node whose Topology names no address goes by "node[i]" in
+// errors and logs.
+func NewFromDrivers(nodes []driver.Conn, opts ...Option) (*Client, error) {
+	e, err := engine.NewFromDrivers(nodes, opts...)
 	if err != nil {
 		return nil, err
 	}

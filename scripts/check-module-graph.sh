@@ -8,8 +8,9 @@
 # (redlocktest: miniredis, gopher-lua; goleak, porcupine) may be listed in
 # a consumer's module graph: they are compiled only into the tests that
 # import redlocktest, and Go's graph pruning keeps a consumer from loading
-# their own requirements. OpenTelemetry lives in the nested otel module: never in the
-# core's graph at all.
+# their own requirements. OpenTelemetry lives in the nested otel module, and
+# the rueidis, valkey-go and redigo adapters in nested modules of their own:
+# never in the core's graph at all.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 tmp=$(mktemp -d)
@@ -43,6 +44,13 @@ go list -m all | sed 's/^/  /'
 # OpenTelemetry lives in the nested otel module: never in core's graph.
 if go list -m all | grep -q '^go.opentelemetry.io/'; then
 	echo "FAIL: OpenTelemetry is in a consumer's module graph" >&2
+	exit 1
+fi
+
+# The other drivers' adapters live in nested modules (drivers/*): their
+# client libraries never in core's graph.
+if go list -m all | grep -E '^(github.com/redis/rueidis|github.com/valkey-io/|github.com/gomodule/redigo) '; then
+	echo "FAIL: another driver's client library is in a consumer's module graph" >&2
 	exit 1
 fi
 

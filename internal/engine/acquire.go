@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/redis/go-redis/v9"
+	"github.com/redlock-go/redlock/driver"
 
 	"github.com/redlock-go/redlock/internal/core"
 	"github.com/redlock-go/redlock/internal/master"
@@ -97,7 +97,7 @@ func (a *acquireRound) start(ctx context.Context, t *nodeTask) bool {
 	return true
 }
 
-func (a *acquireRound) reply(t *nodeTask, cmd master.Reply) (ballot, error) {
+func (a *acquireRound) reply(t *nodeTask, cmd driver.Reply) (ballot, error) {
 	b, err := t.n.acquireReply(cmd, t.known)
 	return a.acquired(t.n, b, err)
 }
@@ -239,7 +239,7 @@ type cleanUp struct {
 	bg     *sync.WaitGroup // the Client's
 }
 
-func (u *cleanUp) Reply(cmd *redis.Cmd) {
+func (u *cleanUp) Reply(cmd driver.Reply) {
 	_, _, _ = u.n.releaseReply(cmd) // for what it tells of the node (notices refused)
 	u.cancel()
 	u.bg.Done()

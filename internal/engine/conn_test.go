@@ -2,95 +2,48 @@ package engine
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/redlock-go/redlock/internal/master"
+	"github.com/redlock-go/redlock/driver"
+	"github.com/redlock-go/redlock/driver/goredis"
 )
 
-// A foreign client library, as an adapter would bring it: its own reply
-// type, its own subscription type. It talks to the masters through go-redis
-// underneath only because no other client is in this module's graph; the
-// lock logic sees none of go-redis's types.
+// A foreign client library, as an adapter would bring it: its own
+// subscription type, its own Topology (none: a node known by nothing but
+// the network). It talks to the masters through go-redis underneath only
+// because no other client is in this module's graph; the lock logic sees
+// nothing but driver.Conn.
 type foreignConn struct {
-	inner                             master.Conn
-	scripts, publishes, subscriptions atomic.Int64
+	inner                    driver.Conn
+	commands, subscriptions  atomic.Int64
+	pipelines, pipelinedCmds atomic.Int64
 }
 
-func (f *foreignConn) Script(ctx context.Context, args []any) master.Reply {
-	f.scripts.Add(1)
-	r := f.inner.Script(ctx, args)
-	return foreignReply{val: r.Val(), err: r.Err()}
+func (f *foreignConn) Do(ctx context.Context, args ...any) driver.Reply {
+	f.commands.Add(1)
+	r := f.inner.Do(ctx, args...)
+	return driver.Reply{Val: r.Val, Err: r.Err}
 }
 
-func (f *foreignConn) Publish(ctx context.Context, channel, message string) error {
-	f.publishes.Add(1)
-	return f.inner.Publish(ctx, channel, message)
+func (f *foreignConn) DoMulti(ctx context.Context, cmds ...[]any) []driver.Reply {
+	f.pipelines.Add(1)
+	f.pipelinedCmds.Add(int64(len(cmds)))
+	return f.inner.DoMulti(ctx, cmds...)
 }
 
-func (f *foreignConn) PublishAll(ctx context.Context, channels, messages []string) error {
-	for i, ch := range channels {
-		if err := f.Publish(ctx, ch, messages[i]); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (f *foreignConn) Subscribe() master.Subscription {
+func (f *foreignConn) Subscribe() driver.Subscription {
 	f.subscriptions.Add(1)
 	return foreignSub{f.inner.Subscribe()}
 }
 
-func (f *foreignConn) Cluster() bool { return false }
-
-// foreignReply is a reply that is not a *redis.Cmd.
-type foreignReply struct {
-	val any
-	err error
-}
-
-func (r foreignReply) Err() error { return r.err }
-func (r foreignReply) Val() any   { return r.val }
-
-func (r foreignReply) Int64() (int64, error) {
-	if r.err != nil {
-		return 0, r.err
-	}
-	v, ok := r.val.(int64)
-	if !ok {
-		return 0, fmt.Errorf("foreign: %v is not an integer", r.val)
-	}
-	return v, nil
-}
-
-func (r foreignReply) Slice() ([]any, error) {
-	if r.err != nil {
-		return nil, r.err
-	}
-	v, ok := r.val.([]any)
-	if !ok {
-		return nil, fmt.Errorf("foreign: %v is not an array", r.val)
-	}
-	return v, nil
-}
-
-func (r foreignReply) Text() (string, error) {
-	if r.err != nil {
-		return "", r.err
-	}
-	v, ok := r.val.(string)
-	if !ok {
-		return "", fmt.Errorf("foreign: %v is not a string", r.val)
-	}
-	return v, nil
-}
+func (f *foreignConn) Topology() driver.Topology { return driver.Topology{} }
 
 // foreignSub hands the waker its events one at a time, as an adapter's
 // own subscription would.
-type foreignSub struct{ inner master.Subscription }
+type foreignSub struct{ inner driver.Subscription }
 
 func (s foreignSub) Subscribe(ctx context.Context, ch string) error {
 	return s.inner.Subscribe(ctx, ch)
@@ -98,21 +51,25 @@ func (s foreignSub) Subscribe(ctx context.Context, ch string) error {
 func (s foreignSub) Unsubscribe(ctx context.Context, ch string) error {
 	return s.inner.Unsubscribe(ctx, ch)
 }
-func (s foreignSub) Run(deliver func(master.SubEvent)) { s.inner.Run(deliver) }
-func (s foreignSub) Close() error                      { return s.inner.Close() }
+func (s foreignSub) Run(deliver func(driver.Event)) { s.inner.Run(deliver) }
+func (s foreignSub) Close() error                   { return s.inner.Close() }
 
-// The lock logic needs nothing of a master's client but conn: with every
-// node behind a foreign adapter (batching off, since batching is
-// go-redis's), every call works, notices included.
+// The lock logic needs nothing of a master's client but driver.Conn: with
+// every node behind a foreign adapter, every call works, notices and
+// batches included.
 func TestEveryCallThroughAnotherClientsAdapter(t *testing.T) {
 	r := startReal(t, 5)
-	c := r.client(WithBatchLimit(1), WithRetryDelay(scaled(10*time.Second), scaled(10*time.Second)))
-	adapters := make([]*foreignConn, len(c.nodes))
-	for i, n := range c.nodes {
-		adapters[i] = &foreignConn{inner: n.conn}
-		n.conn = adapters[i]
-		c.wk.Nodes[i] = adapters[i] // before the first watch subscribes
+	adapters := make([]*foreignConn, len(r.clients))
+	conns := make([]driver.Conn, len(r.clients))
+	for i, rc := range r.clients {
+		adapters[i] = &foreignConn{inner: goredis.New(rc)}
+		conns[i] = adapters[i]
 	}
+	c, err := NewFromDrivers(conns, WithRetryDelay(scaled(10*time.Second), scaled(10*time.Second)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
 	// The contended Lock in it must be woken by a notice: its backoff is
 	// longer than the bound.
 	exerciseEveryCall(t, c, "adapted", scaled(5*time.Second))
@@ -131,8 +88,28 @@ func TestEveryCallThroughAnotherClientsAdapter(t *testing.T) {
 	}
 	settle(c)
 	for i, a := range adapters {
-		if a.scripts.Load() == 0 || a.subscriptions.Load() == 0 {
-			t.Fatalf("node %d: %d scripts and %d subscriptions through the adapter", i, a.scripts.Load(), a.subscriptions.Load())
+		if a.commands.Load()+a.pipelinedCmds.Load() == 0 || a.subscriptions.Load() == 0 {
+			t.Fatalf("node %d: %d commands, %d pipelined and %d subscriptions through the adapter",
+				i, a.commands.Load(), a.pipelinedCmds.Load(), a.subscriptions.Load())
+		}
+	}
+	if n := c.nodes[0].addr; n != "node[0]" {
+		t.Fatalf("a node whose Topology names nothing goes by %q, want node[0]", n)
+	}
+}
+
+// A node whose adapter is a nil pointer is refused, as a nil go-redis
+// client is.
+func TestNewFromDriversRefusesNilNodes(t *testing.T) {
+	m := newMinis(t, 3, nil)
+	var typedNil *foreignConn
+	for _, nodes := range [][]driver.Conn{
+		nil,
+		{goredis.New(m.clients[0]), nil, goredis.New(m.clients[2])},
+		{goredis.New(m.clients[0]), typedNil, goredis.New(m.clients[2])},
+	} {
+		if _, err := NewFromDrivers(nodes); !errors.Is(err, ErrInvalidArgument) {
+			t.Fatalf("NewFromDrivers(%v) = %v, want ErrInvalidArgument", nodes, err)
 		}
 	}
 }

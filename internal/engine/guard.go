@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/redlock-go/redlock/driver"
 	"github.com/redlock-go/redlock/internal/master"
 	"github.com/redlock-go/redlock/internal/script"
 )
@@ -72,32 +72,29 @@ const memorySlack = time.Second
 // down or slow, at maxmemory), which the votes meet in their turn. A Redis
 // Cluster node is not checked: its markers are one per hash tag.
 func checkGuardRights(ctx context.Context, n *node) error {
-	check := func(ctx context.Context, c redis.UniversalClient) (v [3]int64, err error) {
-		err = replyInts(master.Run(ctx, c, script.GuardCheck.Evalsha(1, script.PlainMarkerKey)), v[:], "guard check")
+	check := func(ctx context.Context, d driver.Conn) (v [3]int64, err error) {
+		err = replyInts(master.Script(ctx, d, script.GuardCheck.Evalsha(1, script.PlainMarkerKey)), v[:], "guard check")
 		return v, err
 	}
 	var err error
-	switch c := n.client.(type) {
-	case *redis.ClusterClient:
+	switch n.topo.Kind {
+	case driver.Cluster:
 		return nil
-	case *redis.Client:
-		// One master: the Client learns its memory's age (G2).
-		var v [3]int64
-		if v, err = check(ctx, c); err == nil {
-			n.memory(nil, v[0], v[1], v[2])
-		}
-	case *redis.Ring:
+	case driver.Ring:
 		var mu sync.Mutex
-		_ = c.ForEachShard(ctx, func(ctx context.Context, s *redis.Client) error {
+		_ = eachServer(ctx, n, func(ctx context.Context, _ string, s driver.Conn) {
 			if _, e := check(ctx, s); missingRight(e) {
 				mu.Lock()
 				err = e
 				mu.Unlock()
 			}
-			return nil
 		})
 	default:
-		_, err = check(ctx, c)
+		// One master: the Client learns its memory's age (G2).
+		var v [3]int64
+		if v, err = check(ctx, n.conn.D); err == nil {
+			n.memory(nil, v[0], v[1], v[2])
+		}
 	}
 	if !missingRight(err) {
 		return nil

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlock-go/redlock/driver/goredis"
 	"github.com/redlock-go/redlock/internal/core"
 	"github.com/redlock-go/redlock/internal/master"
 	"github.com/redlock-go/redlock/internal/script"
@@ -402,11 +403,11 @@ func TestMemoryScriptNeverReportsANegativeAge(t *testing.T) {
 	m := newMinis(t, 1, nil)
 	m.servers[0].FlushAll()
 	var v [3]int64
-	if err := replyInts(master.Run(bg, m.clients[0], script.GuardCheck.Evalsha(1, script.PlainMarkerKey)), v[:], "guard check"); err != nil {
+	if err := replyInts(master.Script(bg, goredis.New(m.clients[0]), script.GuardCheck.Evalsha(1, script.PlainMarkerKey)), v[:], "guard check"); err != nil {
 		t.Fatal(err)
 	}
 	m.servers[0].FastForward(-5 * time.Second)
-	if err := replyInts(master.Run(bg, m.clients[0], script.GuardCheck.Evalsha(1, script.PlainMarkerKey)), v[:], "guard check"); err != nil {
+	if err := replyInts(master.Script(bg, goredis.New(m.clients[0]), script.GuardCheck.Evalsha(1, script.PlainMarkerKey)), v[:], "guard check"); err != nil {
 		t.Fatal(err)
 	}
 	if v[0] != 0 {

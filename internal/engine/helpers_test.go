@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redlock-go/redlock/driver/goredis"
 	"github.com/redlock-go/redlock/internal/mini"
 	"github.com/redlock-go/redlock/internal/redistest"
 	"github.com/redlock-go/redlock/internal/script"
@@ -518,12 +519,20 @@ func (h *batchHold) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 	return func(ctx context.Context, cmds []redis.Cmder) error { h.hold(cmds); return next(ctx, cmds) }
 }
 
+// New is NewFromDrivers over go-redis clients, as redlock.New.
+func New(clients []redis.UniversalClient, opts ...Option) (*Client, error) {
+	return NewFromDrivers(goredis.Wrap(clients), opts...)
+}
+
+// goRedisOf returns the go-redis client behind n.
+func goRedisOf(n *node) redis.UniversalClient { return n.conn.D.(goredis.Conn).Client() }
+
 // goRedisClients returns c's masters' go-redis clients, for hooks added
 // after New.
 func goRedisClients(c *Client) []redis.UniversalClient {
 	clients := make([]redis.UniversalClient, len(c.nodes))
 	for i, n := range c.nodes {
-		clients[i] = n.client
+		clients[i] = goRedisOf(n)
 	}
 	return clients
 }

@@ -5,15 +5,13 @@ package engine
 import (
 	"context"
 	"fmt"
-	"maps"
 	"net"
 	"reflect"
-	"slices"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/redlock-go/redlock/driver"
 	"github.com/redlock-go/redlock/internal/core"
 	"github.com/redlock-go/redlock/internal/master"
 )
@@ -23,13 +21,7 @@ import (
 // be down, and a Client must start with a minority of its nodes down.
 const identityTimeout = time.Second
 
-// failoverAddr is the Options().Addr go-redis gives every client made by
-// NewFailoverClient, or by NewUniversalClient with a MasterName: a
-// placeholder that names no server. go-redis keeps the master name and the
-// sentinel addresses out of reach of such a *redis.Client.
-const failoverAddr = "FailoverClient"
-
-// newNodes checks the clients given to New and wraps them.
+// newNodes checks the nodes given to New and makes them the Client's.
 //
 // Two entries for one master would count one server's vote twice and break
 // the majority arithmetic silently, so duplicates are an error. They are
@@ -46,19 +38,20 @@ const failoverAddr = "FailoverClient"
 // right is missing makes newNodes fail with ErrGuardRights. Unless
 // evicting, a master whose INFO says it may evict keys makes it fail with
 // ErrEvictionPolicy (evictionRisk).
-func newNodes(clients []redis.UniversalClient, guard, evicting bool) ([]*node, error) {
-	if len(clients) == 0 {
+func newNodes(conns []driver.Conn, guard, evicting bool) ([]*node, error) {
+	if len(conns) == 0 {
 		return nil, fmt.Errorf("%w: no nodes", ErrInvalidArgument)
 	}
-	nodes := make([]*node, len(clients))
-	seen := make(map[any]int, len(clients))
-	for i, c := range clients {
-		if isNil(c) {
+	nodes := make([]*node, len(conns))
+	seen := make(map[any]int, len(conns))
+	for i, d := range conns {
+		if isNil(d) {
 			return nil, fmt.Errorf("%w: node %d is nil", ErrInvalidArgument, i)
 		}
-		name, marks := describe(i, c)
-		conn := master.GoRedis{C: c}
-		nodes[i] = &node{index: i, addr: name, seed: core.KeyHash(name), client: c, conn: conn, inSlot: conn.Cluster()}
+		t := d.Topology()
+		name, marks := describe(i, d, t)
+		cluster := t.Kind == driver.Cluster
+		nodes[i] = &node{index: i, addr: name, seed: core.KeyHash(name), topo: t, conn: master.NewConn(d, cluster), inSlot: cluster}
 		for _, m := range marks {
 			if j, dup := seen[m.key]; dup && j != i {
 				return nil, sameServer(nodes[j], nodes[i], m.server)
@@ -77,7 +70,7 @@ func newNodes(clients []redis.UniversalClient, guard, evicting bool) ([]*node, e
 	}
 	owner := make(map[string]int)
 	for i, n := range nodes {
-		if isFailover(n.client) && len(ids[i]) == 1 && ids[i][0].addr != "" {
+		if n.topo.Kind == driver.Failover && len(ids[i]) == 1 && ids[i][0].addr != "" {
 			// The best name there is for a master found through a
 			// sentinel, though a failover may move it.
 			n.addr = fmt.Sprintf("%s (%s when New ran)", n.addr, ids[i][0].addr)
@@ -97,24 +90,18 @@ func sameServer(a, b *node, server string) error {
 		ErrInvalidArgument, a.index, b.index, server, a.addr, b.addr)
 }
 
-// isNil reports whether c is nil or a typed nil pointer, which would panic on
+// isNil reports whether d is nil or a typed nil pointer, which would panic on
 // first use.
-func isNil(c redis.UniversalClient) bool {
-	if c == nil {
+func isNil(d driver.Conn) bool {
+	if d == nil {
 		return true
 	}
-	v := reflect.ValueOf(c)
+	v := reflect.ValueOf(d)
 	switch v.Kind() {
 	case reflect.Pointer, reflect.Interface, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan:
 		return v.IsNil()
 	}
 	return false
-}
-
-// isFailover reports whether c finds its master through Redis Sentinel.
-func isFailover(c redis.UniversalClient) bool {
-	rc, ok := c.(*redis.Client)
-	return ok && rc.Options().Addr == failoverAddr
 }
 
 // A mark is something two clients of one server can share without the
@@ -125,34 +112,31 @@ type mark struct {
 }
 
 // describe returns the name node i goes by in messages, and its marks.
-func describe(i int, c redis.UniversalClient) (name string, marks []mark) {
-	switch c := c.(type) {
-	case *redis.Client:
-		o := c.Options()
-		switch {
-		case o.Addr == failoverAddr:
-			return fmt.Sprintf("sentinel master node[%d]", i), []mark{{c, "one client given twice"}}
-		case o.Network == "unix":
-			return o.Addr, []mark{{"unix:" + o.Addr, o.Addr}}
-		default:
-			return o.Addr, addrMarks(o.Addr)
-		}
-	case *redis.ClusterClient:
-		seeds := c.Options().Addrs
-		marks = append(addrMarks(seeds...), mark{c, "one client given twice"})
-		if len(seeds) == 0 { // its slots come from ClusterSlots
-			return fmt.Sprintf("cluster node[%d]", i), marks
-		}
-		return "cluster " + strings.Join(seeds, ","), marks
-	case *redis.Ring:
-		shards := slices.Sorted(maps.Values(c.Options().Addrs))
-		return "ring " + strings.Join(shards, ","), append(addrMarks(shards...), mark{c, "one client given twice"})
+func describe(i int, d driver.Conn, t driver.Topology) (name string, marks []mark) {
+	// The Conn itself, given twice; when its value (dynamic parts too) is
+	// comparable: a map key must not panic.
+	var self []mark
+	if reflect.ValueOf(d).Comparable() {
+		self = []mark{{d, "one client given twice"}}
 	}
-	name = fmt.Sprintf("node[%d]", i)
-	if reflect.TypeOf(c).Comparable() {
-		return name, []mark{{c, "one client given twice"}}
+	switch t.Kind {
+	case driver.Failover:
+		return fmt.Sprintf("sentinel master node[%d]", i), self
+	case driver.Cluster:
+		if len(t.Addrs) == 0 { // its slots come from elsewhere (ClusterSlots)
+			return fmt.Sprintf("cluster node[%d]", i), self
+		}
+		return "cluster " + strings.Join(t.Addrs, ","), append(addrMarks(t.Addrs...), self...)
+	case driver.Ring:
+		return "ring " + strings.Join(t.Addrs, ","), append(addrMarks(t.Addrs...), self...)
 	}
-	return name, nil // cannot be told apart without the network
+	if len(t.Addrs) == 1 {
+		if path, ok := strings.CutPrefix(t.Addrs[0], "unix:"); ok {
+			return path, []mark{{t.Addrs[0], path}}
+		}
+		return t.Addrs[0], addrMarks(t.Addrs[0])
+	}
+	return fmt.Sprintf("node[%d]", i), self // cannot be told apart without the network, unless comparable
 }
 
 // addrMarks marks each TCP address, in the spelling canonicalAddr gives it.
@@ -198,8 +182,8 @@ func (id serverID) String() string {
 // with guard, whether its marker rights are missing (checkGuardRights), by
 // node; it returns what came back within identityTimeout: nothing for a node that
 // could not answer in time. It does not wait for the late ones: their
-// requests end with the cancelled context, or at the go-redis client's own
-// timeouts where it does not watch the context.
+// requests end with the cancelled context, or at the driver's own timeouts
+// where it does not watch the context.
 func askServers(nodes []*node, guard bool) (ids [][]serverID, guardErrs []error) {
 	ctx, cancel := context.WithTimeout(context.Background(), identityTimeout)
 	defer cancel()
@@ -211,7 +195,7 @@ func askServers(nodes []*node, guard bool) (ids [][]serverID, guardErrs []error)
 	answers := make(chan answer, len(nodes))
 	for i, n := range nodes {
 		go func() {
-			a := answer{i: i, ids: serversBehind(ctx, n.client)}
+			a := answer{i: i, ids: serversBehind(ctx, n)}
 			if guard {
 				a.guardErr = checkGuardRights(ctx, n)
 			}
@@ -230,59 +214,45 @@ func askServers(nodes []*node, guard bool) (ids [][]serverID, guardErrs []error)
 	return ids, guardErrs
 }
 
-// serversBehind returns the masters behind c that answered INFO: every
-// master of a cluster, every shard of a ring, else the one server. An error
-// leaves a server out: a node without INFO rights, or a server that does
-// not implement INFO server, is not checked.
-func serversBehind(ctx context.Context, c redis.UniversalClient) []serverID {
-	switch c := c.(type) {
-	case *redis.ClusterClient:
-		return eachServer(ctx, c.ForEachMaster)
-	case *redis.Ring:
-		return eachServer(ctx, c.ForEachShard)
-	case *redis.Client:
-		id := serverInfo(ctx, c)
-		id.addr = c.Options().Addr
-		if id.addr == failoverAddr {
-			// Where the sentinel sent us, as the master saw it.
-			id.addr = ""
-			if ci, err := c.ClientInfo(ctx).Result(); err == nil {
-				id.addr = ci.LAddr
-			}
-		}
-		if id.runID == "" {
-			return nil
-		}
-		return []serverID{id}
-	}
-	if id := serverInfo(ctx, c); id.runID != "" {
-		return []serverID{id}
-	}
-	return nil
-}
-
-// eachServer collects the servers forEach visits (ForEachMaster,
-// ForEachShard), keeping those that answered when others did not.
-func eachServer(ctx context.Context, forEach func(context.Context, func(context.Context, *redis.Client) error) error) []serverID {
+// serversBehind returns the masters behind n that answered INFO: each
+// server its Topology's Servers visits (every master of a cluster, every
+// shard of a ring), else the one server. An error leaves a server out: a
+// node without INFO rights, or a server that does not implement INFO
+// server, is not checked.
+func serversBehind(ctx context.Context, n *node) []serverID {
 	var mu sync.Mutex
 	var ids []serverID
-	_ = forEach(ctx, func(ctx context.Context, c *redis.Client) error {
-		if id := serverInfo(ctx, c); id.runID != "" {
-			id.addr = c.Options().Addr
+	_ = eachServer(ctx, n, func(ctx context.Context, addr string, server driver.Conn) {
+		if id := serverInfo(ctx, server); id.runID != "" {
+			id.addr = addr
 			mu.Lock()
 			ids = append(ids, id)
 			mu.Unlock()
 		}
-		return nil
 	})
 	return ids
+}
+
+// eachServer calls fn for each master behind n, in parallel or in turn
+// (driver.Topology's Servers): n's conn itself, at its one address, when it
+// names none.
+func eachServer(ctx context.Context, n *node, fn func(ctx context.Context, addr string, server driver.Conn)) error {
+	if n.topo.Servers != nil {
+		return n.topo.Servers(ctx, fn)
+	}
+	var addr string
+	if len(n.topo.Addrs) == 1 {
+		addr = n.topo.Addrs[0]
+	}
+	fn(ctx, addr, n.conn.D)
+	return nil
 }
 
 // serverInfo reads c's INFO (its default sections, server and memory among
 // them, in one command that Redis 6 takes too): the run_id ("" when it has
 // none or refused), and whether its maxmemory-policy may evict keys.
-func serverInfo(ctx context.Context, c redis.Cmdable) serverID {
-	info, err := c.Info(ctx).Result()
+func serverInfo(ctx context.Context, d driver.Conn) serverID {
+	info, err := d.Do(ctx, "info").Text()
 	if err != nil {
 		return serverID{}
 	}

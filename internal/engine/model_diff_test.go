@@ -9,6 +9,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redlock-go/redlock/driver"
+	"github.com/redlock-go/redlock/driver/goredis"
 	"github.com/redlock-go/redlock/internal/master"
 	"github.com/redlock-go/redlock/internal/model"
 	"github.com/redlock-go/redlock/internal/redistest"
@@ -80,7 +82,7 @@ func TestModelMastersAnswerAsRedisDoes(t *testing.T) {
 		var err error
 		switch st.op {
 		case "acquire":
-			v, err = master.Run(bg, rc, script.Acquire.Evalsha(3, append(keys, tokenOf(st.token), int(st.ttl)*int(tick/time.Millisecond), "", "", "1", "0")...)).Int64Slice()
+			v, err = int64s(master.Script(bg, goredis.New(rc), script.Acquire.Evalsha(3, append(keys, tokenOf(st.token), int(st.ttl)*int(tick/time.Millisecond), "", "", "1", "0")...)))
 			if err == nil {
 				yes, age = v[0] == 1, v[1]
 			}
@@ -89,16 +91,16 @@ func TestModelMastersAnswerAsRedisDoes(t *testing.T) {
 			if st.since >= 0 {
 				since = strconv.FormatInt(realBorn[st.since], 10)
 			}
-			v, err = master.Run(bg, rc, script.Extend.Evalsha(3, append(keys, tokenOf(st.token), int(st.ttl)*int(tick/time.Millisecond), "1", since, "0")...)).Int64Slice()
+			v, err = int64s(master.Script(bg, goredis.New(rc), script.Extend.Evalsha(3, append(keys, tokenOf(st.token), int(st.ttl)*int(tick/time.Millisecond), "1", since, "0")...)))
 			if err == nil {
 				yes, age = v[0] >= 1, v[1] // 2: repaired
 			}
 		case "release":
 			var n int64
-			n, err = master.Run(bg, rc, script.Release.Evalsha(2, key, script.WantedKey(key, false), tokenOf(st.token), "", "", "0")).Int64()
+			n, err = master.Script(bg, goredis.New(rc), script.Release.Evalsha(2, key, script.WantedKey(key, false), tokenOf(st.token), "", "", "0")).Int64()
 			yes = n != 0
 		case "handoff":
-			v, err = master.Run(bg, rc, script.HandOff.Evalsha(3, append(keys, tokenOf(st.token), tokenOf(int8(st.since)), int(st.ttl)*int(tick/time.Millisecond), "", "", "1", "0", "0", "0")...)).Int64Slice()
+			v, err = int64s(master.Script(bg, goredis.New(rc), script.HandOff.Evalsha(3, append(keys, tokenOf(st.token), tokenOf(int8(st.since)), int(st.ttl)*int(tick/time.Millisecond), "", "", "1", "0", "0", "0")...)))
 			if err == nil {
 				yes, age = v[0] >= 1, v[2]          // 2: replaced, 1: taken free (or a re-send)
 				v = []int64{v[0], v[2], v[3], v[4]} // as acquire's: yes, age, longest, born
@@ -174,4 +176,21 @@ func abs(x int64) int64 {
 		return -x
 	}
 	return x
+}
+
+// int64s reads r, an array of integers.
+func int64s(r driver.Reply) ([]int64, error) {
+	vals, err := r.Slice()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]int64, len(vals))
+	for i, v := range vals {
+		n, ok := v.(int64)
+		if !ok {
+			return nil, fmt.Errorf("element %d of %v is not an integer", i, vals)
+		}
+		out[i] = n
+	}
+	return out, nil
 }

@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/redlock-go/redlock/driver"
 	"github.com/redlock-go/redlock/internal/master"
 	"github.com/redlock-go/redlock/internal/script"
 )
@@ -18,10 +18,10 @@ import (
 // node is one independent Redis master.
 type node struct {
 	index  int
-	addr   string                      // for messages; "node[i]" when the client does not expose one
-	client redis.UniversalClient       // for New's checks (identity.go) and batching (pipe.go)
-	conn   master.Conn                 // what the lock logic uses (conn.go)
-	inSlot bool                        // conn.cluster(), asked once: scripts on it touch one hash slot
+	addr   string                      // for messages; "node[i]" when the driver does not say
+	topo   driver.Topology             // what stands behind it, for New's checks (identity.go)
+	conn   master.Conn                 // what the lock logic uses
+	inSlot bool                        // a Redis Cluster: scripts on it touch one hash slot
 	pipe   *master.Pipe                // nil: batching is off, each request is its own command
 	known  atomic.Pointer[knownMemory] // the master's memory as last learned (guard.go)
 
@@ -71,7 +71,7 @@ func (n *node) acquireCmd(a *roundArgs, k *knownMemory) []any {
 
 // acquireReply reads the acquire script's reply to a request that told the
 // master k.
-func (n *node) acquireReply(cmd master.Reply, k *knownMemory) (ballot, error) {
+func (n *node) acquireReply(cmd driver.Reply, k *knownMemory) (ballot, error) {
 	vote, mem, holder, err := n.replyBallot(cmd, k, "acquire")
 	if err != nil {
 		return ballot{}, err
@@ -87,14 +87,12 @@ func (n *node) acquireReply(cmd master.Reply, k *knownMemory) (ballot, error) {
 // the request goes out; when it says no, nothing is sent and the error is
 // errNotSent. keep, when not zero, is a release's (Client.keep): the
 // request is sent even once ctx's deadline passed, until keep.until.
-func (n *node) eval(ctx context.Context, send master.SendCheck, keep master.LateSend, args []any) master.Reply {
+func (n *node) eval(ctx context.Context, send master.SendCheck, keep master.LateSend, args []any) driver.Reply {
 	if n.pipe != nil {
 		return n.pipe.Do(ctx, send, keep, args)
 	}
 	if send != nil && !send.Send() {
-		cmd := redis.NewCmd(ctx)
-		cmd.SetErr(master.ErrNotSent)
-		return cmd
+		return driver.Reply{Err: master.ErrNotSent}
 	}
 	if !keep.Until.IsZero() && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		if now := time.Now(); now.Before(keep.Until) {
@@ -111,11 +109,11 @@ func (n *node) eval(ctx context.Context, send master.SendCheck, keep master.Late
 // them for an acquire script's refusal (0 when absent), or, for the memory
 // k that the request told the script the Client knows, the integer vote +
 // 4·longest.
-func (n *node) replyBallot(cmd master.Reply, k *knownMemory, script string) (vote int64, mem memory, holder int64, err error) {
-	if err := cmd.Err(); err != nil {
+func (n *node) replyBallot(cmd driver.Reply, k *knownMemory, script string) (vote int64, mem memory, holder int64, err error) {
+	if err := cmd.Err; err != nil {
 		return 0, memory{}, 0, err
 	}
-	if x, ok := cmd.Val().(int64); ok {
+	if x, ok := cmd.Val.(int64); ok {
 		if k == nil || x < 0 {
 			return 0, memory{}, 0, fmt.Errorf("redlock: %s script returned %d, a known memory's reply, to a request that knew none", script, x)
 		}
@@ -123,7 +121,7 @@ func (n *node) replyBallot(cmd master.Reply, k *knownMemory, script string) (vot
 	}
 	var v [5]int64
 	vals := v[:4]
-	if s, ok := cmd.Val().([]any); ok && len(s) == 5 { // a refusal names the holder (acquire.lua)
+	if s, ok := cmd.Val.([]any); ok && len(s) == 5 { // a refusal names the holder (acquire.lua)
 		vals = v[:]
 	}
 	if err := replyInts(cmd, vals, script); err != nil {
@@ -133,7 +131,7 @@ func (n *node) replyBallot(cmd master.Reply, k *knownMemory, script string) (vot
 }
 
 // replyInts reads a script's reply, an array of len(v) integers, into v.
-func replyInts(cmd master.Reply, v []int64, script string) error {
+func replyInts(cmd driver.Reply, v []int64, script string) error {
 	vals, err := cmd.Slice()
 	if err != nil {
 		return err
@@ -178,7 +176,7 @@ func (n *node) releaseCmd(a *roundArgs) []any {
 }
 
 // releaseReply reads the release script's reply.
-func (n *node) releaseReply(cmd master.Reply) (deleted bool, receivers int64, err error) {
+func (n *node) releaseReply(cmd driver.Reply) (deleted bool, receivers int64, err error) {
 	v, err := cmd.Int64()
 	if err != nil {
 		return false, 0, err
@@ -263,7 +261,7 @@ func (n *node) fence(ctx context.Context, keys []string, token string, raise uin
 		cmd = script.FenceMulti.Evalsha(2*len(keys), append(args, token, arg)...)
 	}
 	s, err := n.eval(ctx, nil, master.LateSend{}, cmd).Text()
-	if errors.Is(err, redis.Nil) {
+	if errors.Is(err, driver.ErrNil) {
 		return 0, nil // not held
 	}
 	if err != nil {

@@ -10,10 +10,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/redlock-go/redlock/driver"
 
 	"github.com/redlock-go/redlock/internal/core"
-	"github.com/redlock-go/redlock/internal/master"
 )
 
 // quorum is the number of votes that make a majority of n nodes.
@@ -119,14 +118,14 @@ func (c *Client) fanOut(ctx context.Context, op, key string, dl roundDeadline, s
 type asyncOp interface {
 	call(ctx context.Context, n *node) (ballot, error)
 	start(ctx context.Context, t *nodeTask) bool
-	reply(t *nodeTask, cmd master.Reply) (ballot, error)
+	reply(t *nodeTask, cmd driver.Reply) (ballot, error)
 }
 
 // A nodeCall is an asyncOp that never starts: it always blocks, on a
 // worker.
 func (f nodeCall) call(ctx context.Context, n *node) (ballot, error) { return f(ctx, n) }
 func (nodeCall) start(context.Context, *nodeTask) bool               { return false }
-func (nodeCall) reply(*nodeTask, master.Reply) (ballot, error) {
+func (nodeCall) reply(*nodeTask, driver.Reply) (ballot, error) {
 	panic("redlock: a nodeCall's request is never started")
 }
 
@@ -151,7 +150,7 @@ type nodeTask struct {
 func (t *nodeTask) Run() { t.vote(t.op.call(t.ctx, t.n)) }
 
 // Reply takes a started request's reply.
-func (t *nodeTask) Reply(cmd *redis.Cmd) { t.vote(t.op.reply(t, cmd)) }
+func (t *nodeTask) Reply(cmd driver.Reply) { t.vote(t.op.reply(t, cmd)) }
 
 // vote counts the node's ballot in the round; the call is over.
 func (t *nodeTask) vote(b ballot, err error) {

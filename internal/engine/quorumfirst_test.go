@@ -121,7 +121,7 @@ func warm(t *testing.T, c *Client) {
 	// them again (a rehearsal's race run: 4 scripts, want 2).
 	for _, n := range c.nodes {
 		for _, s := range script.BySHA {
-			if err := s.Load(bg, n.client).Err(); err != nil {
+			if err := s.Load(bg, goRedisOf(n)).Err(); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/redis/go-redis/v9"
 
+	"github.com/redlock-go/redlock/driver"
 	"github.com/redlock-go/redlock/internal/master"
 	"github.com/redlock-go/redlock/internal/script"
 	"github.com/redlock-go/redlock/internal/wait"
@@ -54,46 +54,14 @@ type Client struct {
 	closeOnce sync.Once
 }
 
-// New returns a Client over nodes, which must be independent masters (not
-// replicas of each other, not one server given twice): a majority,
-// len(nodes)/2+1, of them must agree for a lock to be held. The Client does
-// not take ownership of the node clients; closing them is the caller's job.
-//
-// New returns an error matching ErrInvalidArgument when nodes is empty,
-// holds a nil client or the same server twice, or an option is out of
-// range. The same server is recognised in two steps. First without the
-// network: one client given twice, or one address given to two clients
-// (plain clients, cluster seeds, ring shards; "localhost:p" and ":p" count
-// as "127.0.0.1:p", other names are not resolved). Then New asks every node,
-// in parallel and for at most one second in all, for the run_id of each
-// master behind it: the master its sentinel names for a failover client,
-// every master of a *redis.ClusterClient, every shard of a *redis.Ring. Two
-// nodes that share one are refused. A node that cannot answer in that time
-// (down, hung, an ACL user without INFO, a server without INFO server) is
-// not checked: it neither makes New fail nor keeps it past the second, and
-// its request ends in the background within the go-redis client's own
-// timeouts. A replica of another node's master is not recognised.
-//
-// With the restart guard on (the default; WithRestartGuard), the same
-// questions check that the Client's credentials let the guard read and
-// write each master's memory marker and read its clock: a plain master's
-// "redlock:memory", on every shard of a *redis.Ring. A master that refuses
-// (an ACL user whose key pattern covers only the lock keys) makes New
-// return an error matching ErrGuardRights that names the master, the right
-// and the remedies. The check creates the marker where it is missing, as
-// the first vote would. A master that cannot answer in time, and a Redis
-// Cluster (whose markers are one per hash tag), are not checked here: their
-// votes fail, with the server's NOPERM error, rather than count unguarded.
-//
-// The same INFO tells whether a master may evict keys (maxmemory set, and
-// a maxmemory-policy other than noeviction): New then returns an error
-// matching ErrEvictionPolicy that names the master and its policy, unless
-// WithEvictingMasters accepts the risk. An evicted lock key is a lost vote
-// that nothing can see. Only the masters New can see are checked: those
-// listed above; a client of another type (a wrapper around a
-// *redis.ClusterClient, say) is asked as one server, and INFO reaches
-// whichever master it sends it to.
-func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
+// NewFromDrivers returns a Client over nodes, which must be independent
+// masters: a majority, len(nodes)/2+1, of them must agree for a lock to be
+// held. It checks them as newNodes does (a nil node, one server given twice,
+// the restart guard's rights, eviction) and returns an error matching
+// ErrInvalidArgument, ErrGuardRights or ErrEvictionPolicy; the root
+// package's New and NewFromDrivers state the contract in full. The Client
+// does not take ownership of the nodes.
+func NewFromDrivers(nodes []driver.Conn, opts ...Option) (*Client, error) {
 	cfg := defaultConfig()
 	for i, o := range opts {
 		if o == nil {
@@ -122,7 +90,7 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 	for _, n := range ns {
 		c.seeds = append(c.seeds, n.seed)
 		c.anyCluster = c.anyCluster || n.isCluster()
-		if _, ring := n.client.(*redis.Ring); ring {
+		if n.topo.Kind == driver.Ring {
 			// A Ring shards pub/sub channels by name, apart from the keys
 			// whose scripts publish: its votes cannot carry notices (and
 			// go-redis refuses a Ring subscription without a channel).
@@ -134,7 +102,7 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 	c.workers = workers.New()
 	if cfg.batchLimit > 1 {
 		for _, n := range ns {
-			n.pipe = master.NewPipe(n.client, cfg.batchLimit, &c.bg, c.workers.Run)
+			n.pipe = master.NewPipe(n.conn.D, cfg.batchLimit, &c.bg, c.workers.Run)
 		}
 	}
 	c.turns = wait.NewTurns[Lock](c.closing, ErrClosed)

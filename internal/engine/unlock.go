@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/redlock-go/redlock/driver"
 	"github.com/redlock-go/redlock/internal/core"
 	"github.com/redlock-go/redlock/internal/master"
 	"github.com/redlock-go/redlock/internal/script"
@@ -226,7 +227,7 @@ func (rr *releaseRound) start(ctx context.Context, t *nodeTask) bool {
 	return true
 }
 
-func (rr *releaseRound) reply(t *nodeTask, cmd master.Reply) (ballot, error) {
+func (rr *releaseRound) reply(t *nodeTask, cmd driver.Reply) (ballot, error) {
 	deleted, receivers, err := t.n.releaseReply(cmd)
 	maxInto(&rr.heard, receivers)
 	return ballot{yes: deleted}, err

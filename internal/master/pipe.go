@@ -1,5 +1,6 @@
 // Per-master auto-pipelining: the script calls queued for one master go out
-// together, as one go-redis pipeline, while the previous batch is on its way.
+// together, as one pipeline (driver.Conn's DoMulti), while the previous
+// batch is on its way.
 
 package master
 
@@ -9,8 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
+	"github.com/redlock-go/redlock/driver"
 	"github.com/redlock-go/redlock/internal/workers"
 )
 
@@ -45,14 +45,14 @@ const MaxStalledBatches = 4
 // acquisition) is made only once the other's reply is in, as without
 // batching.
 //
-// After a network error go-redis sends a pipeline again, whole, on a new
-// connection, as it sends a lone command again: the scripts are written to
+// After a network error a driver may send a pipeline again, whole, on a new
+// connection, as it may send a lone command again (go-redis does): the scripts are written to
 // be run twice (an acquisition finds its own token and says yes; an
 // extension or a hand-off finds the key as it left it). A release run again
 // after it deleted the key answers "not ours", and that master counts as
 // failed for its Unlock: an error that overstates, never a key left behind.
 type Pipe struct {
-	client redis.UniversalClient
+	client driver.Conn
 	limit  int
 	bg     *sync.WaitGroup    // the Client's: a sender runs only for a registered request
 	spawn  func(workers.Task) // runs a sender on another goroutine (the Client's workers)
@@ -70,7 +70,7 @@ type Pipe struct {
 // NewPipe returns the pipe of the master that client reaches, sending at
 // most limit requests per batch; a sender runs only for a request
 // registered in bg, on a goroutine that spawn starts.
-func NewPipe(client redis.UniversalClient, limit int, bg *sync.WaitGroup, spawn func(workers.Task)) *Pipe {
+func NewPipe(client driver.Conn, limit int, bg *sync.WaitGroup, spawn func(workers.Task)) *Pipe {
 	return &Pipe{client: client, limit: limit, bg: bg, spawn: spawn}
 }
 
@@ -84,16 +84,16 @@ func (p *Pipe) Queued() int {
 // Do runs a script command (evalsha's arguments) on the master through the
 // pipe and returns its reply.
 // When the pipe is idle, the calling goroutine sends the batch itself.
-func (p *Pipe) Do(ctx context.Context, send SendCheck, keep LateSend, args []any) *redis.Cmd {
+func (p *Pipe) Do(ctx context.Context, send SendCheck, keep LateSend, args []any) driver.Reply {
 	r, start := p.enqueue(ctx, send, keep, args, nil, false)
 	if start {
 		p.serve()
 	}
 	<-r.done
-	cmd := r.cmd
+	reply := r.reply
 	*r = request{done: r.done}
 	requests.Put(r)
-	return cmd
+	return reply
 }
 
 // Start queues a script command (evalsha's arguments) for the master and

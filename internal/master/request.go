@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/redlock-go/redlock/driver"
 )
 
 // A request is one script call on its way to a master.
@@ -25,15 +25,15 @@ type request struct {
 	// deadline passed (a release: see Client.keep).
 	keep LateSend
 
-	cmd  *redis.Cmd    // the reply, or why there is none
-	done chan struct{} // receives once cmd is final; buffered, so requests are reused
-	to   replyTo       // not nil: the request was started, and to takes the reply instead
+	reply driver.Reply  // the reply, or why there is none
+	done  chan struct{} // receives once reply is final; buffered, so requests are reused
+	to    replyTo       // not nil: the request was started, and to takes the reply instead
 }
 
 // A replyTo takes the reply of a request made with start, once, on the
 // goroutine that received it (or that dropped the request). It must not
 // block: the replies of the rest of the batch wait for it.
-type replyTo interface{ Reply(cmd *redis.Cmd) }
+type replyTo interface{ Reply(r driver.Reply) }
 
 // requests are reused: a request and its channel cost allocations on every
 // call to every master.
@@ -52,14 +52,13 @@ var ErrNotSent = errors.New("redlock: request not sent: no longer wanted")
 // to the pool.
 func (r *request) finish(err error) {
 	if err != nil {
-		r.cmd = redis.NewCmd(r.ctx)
-		r.cmd.SetErr(err)
+		r.reply = driver.Reply{Err: err}
 	}
 	if to := r.to; to != nil {
-		cmd := r.cmd
+		reply := r.reply
 		*r = request{done: r.done}
 		requests.Put(r)
-		to.Reply(cmd)
+		to.Reply(reply)
 		return
 	}
 	r.done <- struct{}{}

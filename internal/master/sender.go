@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/redlock-go/redlock/driver"
 	"github.com/redlock-go/redlock/internal/script"
 )
 
@@ -148,20 +148,15 @@ func (p *Pipe) send(reqs []*request) {
 func (p *Pipe) exec(ctx context.Context, reqs []*request) {
 	if len(reqs) == 1 { // a lone request: a plain command costs less
 		r := reqs[0]
-		r.cmd = Run(ctx, p.client, r.args)
+		r.reply = Script(ctx, p.client, r.args)
 		r.finish(nil)
 		return
 	}
 	p.withSources(reqs)
-	pl := p.client.Pipeline()
-	for _, r := range reqs {
-		r.cmd = redis.NewCmd(ctx, r.args...)
-		_ = pl.Process(ctx, r.cmd)
-	}
-	_, _ = pl.Exec(ctx)
+	p.pipeline(ctx, reqs)
 	var again []*request
 	for _, r := range reqs {
-		if isNoScript(r.cmd.Err()) {
+		if isNoScript(r.reply.Err) {
 			if eval := script.AsEval(r.args); eval != nil {
 				r.args = eval
 				again = append(again, r)
@@ -175,16 +170,33 @@ func (p *Pipe) exec(ctx context.Context, reqs []*request) {
 	}
 	// A restarted or flushed script cache. The replies that came in order
 	// are in; these run after them, still in their own order.
-	pl = p.client.Pipeline()
-	for _, r := range again {
-		r.cmd = redis.NewCmd(ctx, r.args...)
-		_ = pl.Process(ctx, r.cmd)
-	}
-	_, _ = pl.Exec(ctx)
+	p.pipeline(ctx, again)
 	for _, r := range again {
 		r.finish(nil)
 	}
 }
+
+// pipeline sends reqs' commands as one pipeline and sets their replies. A
+// driver that returns fewer replies than commands (a broken contract)
+// leaves the rest with errShortPipeline.
+func (p *Pipe) pipeline(ctx context.Context, reqs []*request) {
+	cmds := make([][]any, len(reqs))
+	for i, r := range reqs {
+		cmds[i] = r.args
+	}
+	replies := p.client.DoMulti(ctx, cmds...)
+	for i, r := range reqs {
+		if i < len(replies) {
+			r.reply = replies[i]
+		} else {
+			r.reply = driver.Reply{Err: errShortPipeline}
+		}
+	}
+}
+
+// errShortPipeline is a request's error when the driver's DoMulti returned
+// no reply for it.
+var errShortPipeline = errors.New("redlock: the driver returned fewer replies than the pipeline's commands")
 
 // withSources turns into EVAL, with the script's source, each request of
 // a batch whose script no batch sent so yet. A request that a master
@@ -261,8 +273,4 @@ func (p *Pipe) stall() {
 	if start {
 		p.spawn(p)
 	}
-}
-
-func isNoScript(err error) bool {
-	return err != nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT"))
 }

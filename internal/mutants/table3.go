@@ -10,11 +10,11 @@ var table3 = []mutant{
 		killers: "TestLockRejectsBadInput|TestMultiRejectsBadInput",
 	},
 	{
-		name:    "a-node-bypasses-its-adapter",
-		file:    "internal/engine/node.go",
-		from:    "\treturn n.conn.Script(ctx, args)",
-		to:      "\treturn master.Run(ctx, n.client, args)",
-		killers: "TestEveryCallThroughAnotherClientsAdapter",
+		name:    "a-nil-adapter-is-accepted",
+		file:    "internal/engine/identity.go",
+		from:    "\t\tif isNil(d) {",
+		to:      "\t\tif d == nil {",
+		killers: "TestNewFromDriversRefusesNilNodes",
 	},
 	{
 		name:    "ring-votes-keep-notices",
@@ -74,11 +74,11 @@ var table3 = []mutant{
 	},
 	{
 		name:    "shard-subscription-stays-where-its-slot-was",
-		file:    "internal/master/shardsubs.go",
+		file:    "driver/goredis/shardsubs.go",
 		from:    "if !ss.confirmed[ch] && now.Sub(at) > confirmWithin {",
 		to:      "if false && !ss.confirmed[ch] && now.Sub(at) > confirmWithin {",
 		killers: "TestShardSubsOnAStaleView",
-		pkg:     "internal/master",
+		pkg:     "driver/goredis",
 	},
 	{
 		name:    "cluster-scripts-publish-on-plain-channels",
@@ -89,18 +89,18 @@ var table3 = []mutant{
 	},
 	{
 		name:    "shard-subscriptions-share-a-pubsub-across-slots",
-		file:    "internal/master/shardsubs.go",
+		file:    "driver/goredis/shardsubs.go",
 		from:    "slot := script.HashSlot(channel) // the channel is in its key's slot",
 		to:      "slot := script.HashSlot(channel) % 3 // the channel is in its key's slot",
 		killers: "TestClusterVotes/a_waiter's_subscriptions_survive_a_reconnect",
 	},
 	{
 		name:    "confirmations-not-recorded",
-		file:    "internal/master/shardsubs.go",
+		file:    "driver/goredis/shardsubs.go",
 		from:    "\t\t\t\t\tss.confirmed[m.Channel] = true\n",
 		to:      "\n",
 		killers: "TestShardSubsUnsubscribeThenSubscribe",
-		pkg:     "internal/master",
+		pkg:     "driver/goredis",
 	},
 	{
 		name:    "late-subscriber-never-tries-again",
@@ -202,7 +202,7 @@ var table3 = []mutant{
 	},
 	{
 		name:    "subscription-never-pings",
-		file:    "internal/master/conn.go",
+		file:    "driver/goredis/goredis.go",
 		from:    "if heard.Swap(false) {",
 		to:      "if heard.Swap(false) || true {",
 		killers: "TestAWaiterWhoseSubscriptionsWentHalfOpenHearsAgain",

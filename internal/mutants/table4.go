@@ -26,8 +26,8 @@ var table4 = []mutant{
 	{
 		name:    "close-withdraws-one-round-trip-at-a-time",
 		file:    "internal/master/conn.go",
-		from:    "				p.Publish(ctx, ch, messages[i])",
-		to:      "				g.C.Publish(ctx, ch, messages[i])",
+		from:    "\tfor _, r := range c.D.DoMulti(ctx, cmds...) {\n\t\tif r.Err != nil {\n\t\t\treturn r.Err",
+		to:      "\tfor _, cmd := range cmds {\n\t\tif r := c.D.Do(ctx, cmd...); r.Err != nil {\n\t\t\treturn r.Err",
 		killers: "TestCloseReleasesServedWantsOnlyOnceTheirWithdrawalsLanded",
 	},
 	{

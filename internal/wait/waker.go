@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redlock-go/redlock/driver"
 	"github.com/redlock-go/redlock/internal/master"
 	"github.com/redlock-go/redlock/internal/script"
 )
@@ -85,7 +86,7 @@ func NewWaker(nodes []master.Conn, cfg Config) *Waker {
 type nodeSub struct {
 	index   int
 	sharded bool // a Redis Cluster: the keys' shard channels (shardedChannel)
-	Ps      master.Subscription
+	Ps      driver.Subscription
 	mu      sync.Mutex
 	pending []subOp
 	kick    chan struct{}
@@ -219,7 +220,7 @@ func (w *Waker) queue(op subOp) {
 }
 
 // send makes the queued subscription calls in order, until Close. A failed
-// call is not retried: go-redis re-subscribes a reconnected PubSub to its
+// call is not retried: the driver re-subscribes a reconnected connection to its
 // channels, and a waiter without notices still has its backoff timer.
 func (w *Waker) send(s *nodeSub) {
 	for range s.kick {
@@ -245,7 +246,7 @@ func (w *Waker) send(s *nodeSub) {
 
 // subscribe subscribes node s's connection to channel, and asks once more
 // when the connection broke under the SUBSCRIBE: it may have been replaced
-// without the channel (master.Subscription). Not when the master refused
+// without the channel (driver.Subscription). Not when the master refused
 // it (ACL), nor when the call ran out of time: that connection was still
 // opening, and will be subscribed to the channel once open (asking again
 // would confirm it twice, which the watch takes for a lost connection); a
@@ -268,11 +269,11 @@ func (w *Waker) subscribe(s *nodeSub, channel string) {
 // receive folds node s's notices, and the confirmations of its
 // subscriptions, into the watches, until the PubSub is closed.
 func (w *Waker) receive(s *nodeSub) {
-	s.Ps.Run(func(e master.SubEvent) {
-		if e.Kind == master.SubMessage {
+	s.Ps.Run(func(e driver.Event) {
+		if e.Kind == driver.Message {
 			w.Notice(s.index, e.Channel, e.Payload)
 		} else {
-			w.Confirmed(s.index, e.Channel, e.Kind == master.SubConfirmed)
+			w.Confirmed(s.index, e.Channel, e.Kind == driver.Subscribed)
 		}
 	})
 }

@@ -57,7 +57,7 @@ type KeyWatch struct {
 	Nhsubs  int
 	// Gaps counts the times the subscription may have missed notices: it
 	// became active (a majority confirmed it), or a node confirmed it again
-	// (go-redis re-subscribes after a lost connection, silently).
+	// (a driver re-subscribes after a lost connection, silently).
 	Gaps int
 
 	Round  time.Duration // attempt duration, moving average

@@ -1,10 +1,11 @@
-package master
+package goredis
 
 import (
 	"context"
 	"testing"
 	"time"
 
+	"github.com/redlock-go/redlock/driver"
 	"github.com/redlock-go/redlock/internal/redistest"
 	"github.com/redlock-go/redlock/internal/script"
 )
@@ -17,11 +18,11 @@ var bg = context.Background()
 func TestShardSubsUnsubscribeThenSubscribe(t *testing.T) {
 	cl := redistest.StartCluster(t, 3)
 	s := newShardSubs(cl.Client())
-	events := make(chan SubEvent, 16)
-	go s.Run(func(e SubEvent) { events <- e })
+	events := make(chan driver.Event, 16)
+	go s.Run(func(e driver.Event) { events <- e })
 	defer s.Close()
 	a, b := script.ShardedChannel("{t}a"), script.ShardedChannel("{t}b") // one slot, one PubSub
-	expect := func(kind subKind, channel string) {
+	expect := func(kind driver.EventKind, channel string) {
 		t.Helper()
 		select {
 		case e := <-events:
@@ -36,7 +37,7 @@ func TestShardSubsUnsubscribeThenSubscribe(t *testing.T) {
 		if err := s.Subscribe(bg, ch); err != nil {
 			t.Fatal(err)
 		}
-		expect(SubConfirmed, ch)
+		expect(driver.Subscribed, ch)
 	}
 	if err := s.Unsubscribe(bg, a); err != nil {
 		t.Fatal(err)
@@ -44,8 +45,8 @@ func TestShardSubsUnsubscribeThenSubscribe(t *testing.T) {
 	if err := s.Subscribe(bg, a); err != nil {
 		t.Fatal(err)
 	}
-	expect(subEnded, a)
-	expect(SubConfirmed, a)
+	expect(driver.Unsubscribed, a)
+	expect(driver.Subscribed, a)
 	s.mu.Lock()
 	confirmed := s.slots[script.HashSlot(a)].confirmed[a]
 	s.mu.Unlock()
@@ -75,7 +76,7 @@ func TestShardSubsOnAStaleView(t *testing.T) {
 	home := redistest.ShardOf(slot, 3)
 	cl.MigrateSlot(slot, (home+1)%3)
 	s := newShardSubs(cc)
-	go s.Run(func(SubEvent) {})
+	go s.Run(func(driver.Event) {})
 	defer s.Close()
 	if err := s.Subscribe(bg, ch); err != nil {
 		t.Fatal(err)

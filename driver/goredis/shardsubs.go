@@ -1,7 +1,7 @@
 // Shard-channel subscriptions on a Redis Cluster: one PubSub per hash
 // slot, audited until every channel is confirmed where its slot is.
 
-package master
+package goredis
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redlock-go/redlock/driver"
 	"github.com/redlock-go/redlock/internal/script"
 )
 
@@ -32,7 +33,7 @@ import (
 // until the master confirms.
 type shardSubs struct {
 	c      *redis.ClusterClient
-	events chan SubEvent // every PubSub's, to run
+	events chan driver.Event // every PubSub's, to run
 	wg     sync.WaitGroup
 	stop   chan struct{} // closed by close: audit ends
 
@@ -58,7 +59,7 @@ const (
 )
 
 func newShardSubs(c *redis.ClusterClient) *shardSubs {
-	return &shardSubs{c: c, events: make(chan SubEvent), stop: make(chan struct{}), slots: map[int]*slotSub{}}
+	return &shardSubs{c: c, events: make(chan driver.Event), stop: make(chan struct{}), slots: map[int]*slotSub{}}
 }
 
 // newSlotSub makes slot's PubSub for channels and registers the goroutine
@@ -119,13 +120,13 @@ func (s *shardSubs) forward(ss *slotSub, slot int) {
 				}
 			}
 			s.mu.Unlock()
-			kind := subEnded
+			kind := driver.Unsubscribed
 			if on {
-				kind = SubConfirmed
+				kind = driver.Subscribed
 			}
-			s.events <- SubEvent{Kind: kind, Channel: m.Channel}
+			s.events <- driver.Event{Kind: kind, Channel: m.Channel}
 		case *redis.Message:
-			s.events <- SubEvent{Kind: SubMessage, Channel: m.Channel, Payload: m.Payload}
+			s.events <- driver.Event{Kind: driver.Message, Channel: m.Channel, Payload: m.Payload}
 		}
 	}
 }
@@ -216,7 +217,7 @@ func (s *shardSubs) Unsubscribe(ctx context.Context, channel string) error {
 	return ss.ps.SUnsubscribe(ctx, channel)
 }
 
-func (s *shardSubs) Run(deliver func(SubEvent)) {
+func (s *shardSubs) Run(deliver func(driver.Event)) {
 	for e := range s.events {
 		deliver(e)
 	}
