@@ -11,7 +11,7 @@ test: check race fuzz model mutants
 
 # The nested modules, kept out of core's module graph: OpenTelemetry
 # (otel) and its example, and the rueidis, valkey-go and redigo adapters
-# (each runs driver/drivertest in its tests). Each requires the core at a
+# (each runs drivertest in its tests). Each requires the core at a
 # released version, so that a user can fetch it; scripts/nested.sh runs a
 # command in one against this checkout's core instead (docs/release.md).
 NESTED := otel examples/observability drivers/rueidis drivers/valkey drivers/redigo

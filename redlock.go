@@ -86,7 +86,7 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 
 // NewFromDrivers returns a Client over nodes reached through any Redis
 // client library's adapter of package driver (drivers/rueidis,
-// drivers/redigo, or one of your own that passes driver/drivertest). New
+// drivers/redigo, or one of your own that passes drivertest). New
 // is NewFromDrivers over go-redis's adapter (driver/goredis), and the
 // contract is New's: a nil node (or a nil pointer of an adapter's type), an
 // empty nodes or the same server twice return an error matching

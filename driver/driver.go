@@ -3,7 +3,7 @@
 // through any Go Redis driver. The go-redis adapter (package
 // driver/goredis) is the default; adapters for rueidis, valkey-go and
 // redigo are nested modules (drivers/rueidis, drivers/valkey,
-// drivers/redigo), and package driver/drivertest is the acceptance suite
+// drivers/redigo), and package drivertest is the acceptance suite
 // any adapter should pass.
 //
 // An adapter moves bytes: it sends the commands it is given and hands back

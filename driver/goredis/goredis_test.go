@@ -6,8 +6,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-go/redlock/driver"
-	"github.com/redlock-go/redlock/driver/drivertest"
 	"github.com/redlock-go/redlock/driver/goredis"
+	"github.com/redlock-go/redlock/drivertest"
 )
 
 // The go-redis adapter passes the acceptance suite, with go-redis's

@@ -7,8 +7,8 @@ import (
 	"github.com/gomodule/redigo/redis"
 
 	"github.com/redlock-go/redlock/driver"
-	"github.com/redlock-go/redlock/driver/drivertest"
 	"github.com/redlock-go/redlock/drivers/redigo"
+	"github.com/redlock-go/redlock/drivertest"
 )
 
 func TestAcceptance(t *testing.T) {

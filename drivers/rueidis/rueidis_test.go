@@ -6,8 +6,8 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/redlock-go/redlock/driver"
-	"github.com/redlock-go/redlock/driver/drivertest"
 	redlockrueidis "github.com/redlock-go/redlock/drivers/rueidis"
+	"github.com/redlock-go/redlock/drivertest"
 )
 
 func TestAcceptance(t *testing.T) {

@@ -6,8 +6,8 @@ import (
 	valkey "github.com/valkey-io/valkey-go"
 
 	"github.com/redlock-go/redlock/driver"
-	"github.com/redlock-go/redlock/driver/drivertest"
 	redlockvalkey "github.com/redlock-go/redlock/drivers/valkey"
+	"github.com/redlock-go/redlock/drivertest"
 )
 
 func TestAcceptance(t *testing.T) {
