@@ -53,6 +53,9 @@ func (c Conn) Do(ctx context.Context, args ...any) driver.Reply {
 	if err != nil {
 		return driver.Reply{Err: err}
 	}
+	if c.p == nil {
+		return driver.Reply{Err: errNoPool}
+	}
 	rc, err := c.p.GetContext(ctx)
 	if err != nil {
 		return driver.Reply{Err: err}
@@ -73,6 +76,9 @@ func (c Conn) DoMulti(ctx context.Context, cmds ...[]any) []driver.Reply {
 			replies[i] = driver.Reply{Err: err}
 		}
 		return replies
+	}
+	if c.p == nil {
+		return fail(0, errNoPool)
 	}
 	rc, err := c.p.GetContext(ctx)
 	if err != nil {
@@ -164,7 +170,8 @@ func (c Conn) Topology() driver.Topology {
 // pool, dialled with the pool's Dial (or DialContext) at the first
 // Subscribe or Run.
 func (c Conn) Subscribe() driver.Subscription {
-	return &sub{p: c.p, wanted: map[string]bool{}, done: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &sub{p: c.p, wanted: map[string]bool{}, done: make(chan struct{}), ctx: ctx, cancel: cancel}
 }
 
 // pingEvery is how often a subscription's idle connection is sent a PING;
@@ -179,37 +186,59 @@ const (
 // sub is a redigo PubSubConn that reconnects: the channels wanted are
 // kept, and subscribed again on each new connection.
 type sub struct {
-	p    *redis.Pool
-	done chan struct{} // closed by Close
+	p      *redis.Pool
+	done   chan struct{}      // closed by Close
+	ctx    context.Context    // ends at Close: bounds Run's dials
+	cancel context.CancelFunc // called by Close
 
-	mu     sync.Mutex // guards the fields below, and writes on psc
-	psc    *redis.PubSubConn
-	wanted map[string]bool
-	closed bool
+	mu      sync.Mutex // guards the fields below, and writes on psc
+	psc     *redis.PubSubConn
+	wanted  map[string]bool
+	pending []pend // the SUBSCRIBEs sent on psc whose answers have not come, in order
+	closed  bool
 }
 
-var errClosed = errors.New("redlock/drivers/redigo: subscription closed")
+// A pend is a SUBSCRIBE sent and not yet answered. res, when a Subscribe
+// call waits for the answer, gets nil (subscribed) or the server's error
+// (a refusal: NOPERM); nil when nobody waits (a new connection's
+// subscriptions).
+type pend struct {
+	channel string
+	res     chan error
+}
 
-// conn returns the open connection, connecting (and subscribing to the
-// channels wanted) when there is none. Called with s.mu held.
-func (s *sub) conn(ctx context.Context) (*redis.PubSubConn, error) {
-	if s.closed {
-		return nil, errClosed
-	}
-	if s.psc != nil {
-		return s.psc, nil
-	}
+var (
+	errClosed = errors.New("redlock/drivers/redigo: subscription closed")
+	errNoPool = errors.New("redlock/drivers/redigo: a Conn without a pool (New(nil, addr))")
+)
+
+// open dials a connection, without holding s.mu (a dial may take the
+// pool's connect timeout), and makes it the subscription's: subscribed to
+// the channels wanted. When another call opened one meanwhile, it is that
+// one.
+func (s *sub) open(ctx context.Context) (*redis.PubSubConn, error) {
 	rc, err := s.dial(ctx)
 	if err != nil {
 		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || s.psc != nil {
+		_ = rc.Close()
+		if s.closed {
+			return nil, errClosed
+		}
+		return s.psc, nil
 	}
 	psc := &redis.PubSubConn{Conn: rc}
 	if len(s.wanted) > 0 {
 		chs := make([]any, 0, len(s.wanted))
 		for ch := range s.wanted {
 			chs = append(chs, ch)
+			s.pending = append(s.pending, pend{channel: ch})
 		}
 		if err := psc.Subscribe(chs...); err != nil {
+			s.pending = nil
 			_ = rc.Close()
 			return nil, err
 		}
@@ -219,42 +248,111 @@ func (s *sub) conn(ctx context.Context) (*redis.PubSubConn, error) {
 }
 
 // dial opens a connection of the subscription's own with the pool's dial
-// function: a pooled connection's Close unsubscribes and reads the
+// function (a pooled connection's Close unsubscribes and reads the
 // confirmations, which races with Run's read and waits out the read
-// timeout.
+// timeout), and returns when ctx ends at the latest: a Dial without a
+// context then goes on in the background until its own timeout, and its
+// connection is closed.
 func (s *sub) dial(ctx context.Context) (redis.Conn, error) {
+	if s.p == nil {
+		return nil, errNoPool
+	}
 	if s.p.DialContext != nil {
 		return s.p.DialContext(ctx)
 	}
-	if s.p.Dial != nil {
-		return s.p.Dial()
+	if s.p.Dial == nil {
+		return nil, errors.New("redlock/drivers/redigo: the pool has no Dial function")
 	}
-	return nil, errors.New("redlock/drivers/redigo: the pool has no Dial function")
+	type dialed struct {
+		c   redis.Conn
+		err error
+	}
+	ch := make(chan dialed, 1)
+	go func() {
+		c, err := s.p.Dial()
+		ch <- dialed{c, err}
+	}()
+	select {
+	case d := <-ch:
+		return d.c, d.err
+	case <-ctx.Done(): // the dial ends in the background, at its own timeout
+		go func() {
+			if d := <-ch; d.c != nil {
+				_ = d.c.Close()
+			}
+		}()
+		return nil, ctx.Err()
+	}
 }
 
-// drop forgets psc, broken, and closes it.
-func (s *sub) drop(psc *redis.PubSubConn) {
+// drop forgets psc, broken, closes it, and fails the Subscribe calls that
+// wait on it with err.
+func (s *sub) drop(psc *redis.PubSubConn, err error) {
 	s.mu.Lock()
 	if s.psc == psc {
 		s.psc = nil
+		for _, p := range s.pending {
+			if p.res != nil {
+				p.res <- err
+			}
+		}
+		s.pending = nil
 	}
 	s.mu.Unlock()
 	_ = psc.Conn.Close()
 }
 
-func (s *sub) Subscribe(ctx context.Context, channel string) error {
+// answered takes the oldest SUBSCRIBE's answer: nil, or the server's
+// refusal, which also takes its channel out of those wanted.
+func (s *sub) answered(err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if len(s.pending) == 0 {
+		return
+	}
+	p := s.pending[0]
+	s.pending = s.pending[1:]
+	if err != nil {
+		delete(s.wanted, p.channel)
+	}
+	if p.res != nil {
+		p.res <- err
+	}
+}
+
+// Subscribe subscribes to channel. On an open connection it waits for the
+// server's answer, which Run receives: a refusal (NOPERM) is its error. It
+// opens a connection when there is none, subscribed to every channel
+// wanted, and then returns without waiting: the confirmation comes through
+// Run, and a refusal takes the channel out of those wanted, so the
+// caller's next Subscribe returns it.
+func (s *sub) Subscribe(ctx context.Context, channel string) error {
+	s.mu.Lock()
 	if s.closed {
+		s.mu.Unlock()
 		return errClosed
 	}
 	s.wanted[channel] = true
-	had := s.psc != nil
-	psc, err := s.conn(ctx)
-	if err != nil || !had {
-		return err // a new connection subscribed to it already
+	if s.psc == nil {
+		s.mu.Unlock()
+		_, err := s.open(ctx)
+		return err
 	}
-	return psc.Subscribe(channel)
+	if err := s.psc.Subscribe(channel); err != nil {
+		s.mu.Unlock()
+		return err
+	}
+	res := make(chan error, 1)
+	s.pending = append(s.pending, pend{channel: channel, res: res})
+	s.mu.Unlock()
+	select {
+	case err := <-res:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.done:
+		return errClosed
+	}
 }
 
 func (s *sub) Unsubscribe(_ context.Context, channel string) error { // a write: the dial's write timeout bounds it
@@ -284,8 +382,15 @@ func (s *sub) Run(deliver func(driver.Event)) {
 	fails := 0
 	for {
 		s.mu.Lock()
-		psc, err := s.conn(context.Background())
+		psc, closed := s.psc, s.closed
 		s.mu.Unlock()
+		if closed {
+			return
+		}
+		var err error
+		if psc == nil {
+			psc, err = s.open(s.ctx)
+		}
 		if errors.Is(err, errClosed) {
 			return
 		}
@@ -300,17 +405,23 @@ func (s *sub) Run(deliver func(driver.Event)) {
 			continue
 		}
 		fails = 0
-		s.receive(psc, deliver, &heard)
-		s.drop(psc)
+		s.drop(psc, s.receive(psc, deliver, &heard))
 	}
 }
 
-// receive delivers psc's events until it fails.
-func (s *sub) receive(psc *redis.PubSubConn, deliver func(driver.Event), heard *atomic.Bool) {
+// receive delivers psc's events until it fails, and returns why. A
+// server's error reply (a refused SUBSCRIBE) leaves the connection usable:
+// it answers the oldest SUBSCRIBE, whose waiting call, if any, learns of it
+// before its channel's confirmations are delivered.
+func (s *sub) receive(psc *redis.PubSubConn, deliver func(driver.Event), heard *atomic.Bool) error {
 	for {
 		switch m := psc.ReceiveWithTimeout(deadAfter).(type) {
 		case error:
-			return
+			if !isServerError(m) {
+				return m
+			}
+			heard.Store(true)
+			s.answered(m)
 		case redis.Message:
 			heard.Store(true)
 			deliver(driver.Event{Kind: driver.Message, Channel: m.Channel, Payload: string(m.Data)})
@@ -318,6 +429,7 @@ func (s *sub) receive(psc *redis.PubSubConn, deliver func(driver.Event), heard *
 			heard.Store(true)
 			switch m.Kind {
 			case "subscribe":
+				s.answered(nil)
 				deliver(driver.Event{Kind: driver.Subscribed, Channel: m.Channel})
 			case "unsubscribe":
 				deliver(driver.Event{Kind: driver.Unsubscribed, Channel: m.Channel})
@@ -360,6 +472,8 @@ func (s *sub) Close() error {
 	}
 	s.closed = true
 	close(s.done)
+	s.cancel()
+	s.pending = nil
 	if s.psc != nil {
 		err := s.psc.Conn.Close()
 		s.psc = nil

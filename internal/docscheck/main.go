@@ -53,6 +53,7 @@ const modulePath = "github.com/redlock-go/redlock"
 // own that are declared outside this repository (go-redis's options, and
 // the peers' names the README compares with).
 var externalNames = map[string]bool{
+	"DialContext":           true, // gomodule/redigo's Pool
 	"ErrFailed":             true, // go-redsync/redsync
 	"WithFailFast":          true, // go-redsync/redsync
 	"ErrLockNotHeld":        true, // bsm/redislock

@@ -46,7 +46,7 @@ func newNodes(conns []driver.Conn, guard, evicting bool) ([]*node, error) {
 	seen := make(map[any]int, len(conns))
 	for i, d := range conns {
 		if isNil(d) {
-			return nil, fmt.Errorf("%w: node %d is nil", ErrInvalidArgument, i)
+			return nil, fmt.Errorf("%w: node %d is nil, or a Conn made of no client", ErrInvalidArgument, i)
 		}
 		t := d.Topology()
 		name, marks := describe(i, d, t)
@@ -59,7 +59,10 @@ func newNodes(conns []driver.Conn, guard, evicting bool) ([]*node, error) {
 			seen[m.key] = i
 		}
 	}
-	ids, guardErrs := askServers(nodes, guard)
+	ids, guardErrs, err := askServers(nodes, guard)
+	if err != nil {
+		return nil, err
+	}
 	if err := guardRightsMissing(nodes, guardErrs); err != nil {
 		return nil, err
 	}
@@ -90,8 +93,9 @@ func sameServer(a, b *node, server string) error {
 		ErrInvalidArgument, a.index, b.index, server, a.addr, b.addr)
 }
 
-// isNil reports whether d is nil or a typed nil pointer, which would panic on
-// first use.
+// isNil reports whether d is nil, a typed nil pointer, or the zero value of
+// its type (an adapter's Conn made of no client: goredis.Conn{}): each
+// would panic on first use.
 func isNil(d driver.Conn) bool {
 	if d == nil {
 		return true
@@ -101,7 +105,7 @@ func isNil(d driver.Conn) bool {
 	case reflect.Pointer, reflect.Interface, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan:
 		return v.IsNil()
 	}
-	return false
+	return v.IsZero()
 }
 
 // A mark is something two clients of one server can share without the
@@ -181,20 +185,27 @@ func (id serverID) String() string {
 // askServers asks every node, in parallel, for the servers behind it, and,
 // with guard, whether its marker rights are missing (checkGuardRights), by
 // node; it returns what came back within identityTimeout: nothing for a node that
-// could not answer in time. It does not wait for the late ones: their
+// could not answer in time. A driver that panics makes it return an error
+// matching ErrInvalidArgument. It does not wait for the late ones: their
 // requests end with the cancelled context, or at the driver's own timeouts
 // where it does not watch the context.
-func askServers(nodes []*node, guard bool) (ids [][]serverID, guardErrs []error) {
+func askServers(nodes []*node, guard bool) (ids [][]serverID, guardErrs []error, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), identityTimeout)
 	defer cancel()
 	type answer struct {
 		i        int
 		ids      []serverID
 		guardErr error
+		panicked error
 	}
 	answers := make(chan answer, len(nodes))
 	for i, n := range nodes {
 		go func() {
+			defer func() { // an adapter's panic fails New, never the process
+				if r := recover(); r != nil {
+					answers <- answer{i: i, panicked: fmt.Errorf("%w: node %d's driver panicked: %v", ErrInvalidArgument, i, r)}
+				}
+			}()
 			a := answer{i: i, ids: serversBehind(ctx, n)}
 			if guard {
 				a.guardErr = checkGuardRights(ctx, n)
@@ -206,12 +217,15 @@ func askServers(nodes []*node, guard bool) (ids [][]serverID, guardErrs []error)
 	for range nodes {
 		select {
 		case a := <-answers:
+			if a.panicked != nil {
+				return nil, nil, a.panicked
+			}
 			ids[a.i], guardErrs[a.i] = a.ids, a.guardErr
 		case <-ctx.Done():
-			return ids, guardErrs
+			return ids, guardErrs, nil
 		}
 	}
-	return ids, guardErrs
+	return ids, guardErrs, nil
 }
 
 // serversBehind returns the masters behind n that answered INFO: each
