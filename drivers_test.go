@@ -3,6 +3,7 @@ package redlock_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/redlock-go/redlock"
@@ -35,6 +36,11 @@ func TestNewFromDriversRefusesAConnOfNoClientAndAPanickingOne(t *testing.T) {
 		_, err := redlock.NewFromDrivers([]driver.Conn{bad, good[1], good[2]})
 		if !errors.Is(err, redlock.ErrInvalidArgument) {
 			t.Errorf("%s: NewFromDrivers: %v, want ErrInvalidArgument", name, err)
+			continue
+		}
+		// A zero Conn is refused before it runs; a panic is named as one.
+		if want := map[bool]string{true: "panicked", false: "made of no client"}[name == "panicking adapter"]; !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: NewFromDrivers: %v, want it to say %q", name, err, want)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -108,8 +109,12 @@ func TestNewFromDriversRefusesNilNodes(t *testing.T) {
 		{goredis.New(m.clients[0]), nil, goredis.New(m.clients[2])},
 		{goredis.New(m.clients[0]), typedNil, goredis.New(m.clients[2])},
 	} {
-		if _, err := NewFromDrivers(nodes); !errors.Is(err, ErrInvalidArgument) {
+		_, err := NewFromDrivers(nodes)
+		if !errors.Is(err, ErrInvalidArgument) {
 			t.Fatalf("NewFromDrivers(%v) = %v, want ErrInvalidArgument", nodes, err)
+		}
+		if strings.Contains(err.Error(), "panicked") { // refused before any use, not caught in one
+			t.Fatalf("NewFromDrivers(%v) = %v, want it refused before the driver runs", nodes, err)
 		}
 	}
 }

@@ -17,6 +17,22 @@ var table3 = []mutant{
 		killers: "TestNewFromDriversRefusesNilNodes",
 	},
 	{
+		name:    "a-zero-adapter-is-accepted",
+		file:    "internal/engine/identity.go",
+		from:    "\treturn v.IsZero()\n",
+		to:      "\treturn false\n",
+		killers: "TestNewFromDriversRefusesAConnOfNoClientAndAPanickingOne",
+		pkg:     ".",
+	},
+	{
+		name:    "a-panicking-adapter-crashes-new",
+		file:    "internal/engine/identity.go",
+		from:    "\t\t\t\tif r := recover(); r != nil {",
+		to:      "\t\t\t\tif r := recover(); r != nil {\n\t\t\t\t\tpanic(r)",
+		killers: "TestNewFromDriversRefusesAConnOfNoClientAndAPanickingOne",
+		pkg:     ".",
+	},
+	{
 		name:    "ring-votes-keep-notices",
 		file:    "internal/engine/redlock.go",
 		from:    "\t\t\tc.cfg.noNotices = true\n",
