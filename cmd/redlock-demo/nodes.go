@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/redlock-go/redlock/internal/mini"
+	"github.com/redlock-go/redlock/redlocktest"
 )
 
 // masters is the set of Redis masters the demo runs against: five embedded
@@ -19,7 +19,7 @@ type masters struct {
 	addrs   []string
 	clients []redis.UniversalClient
 
-	embedded []*mini.Server // nil for real masters
+	embedded *redlocktest.Masters // nil for real masters
 }
 
 func init() {
@@ -40,44 +40,18 @@ var clientOptions = redis.Options{
 	WriteTimeout: time.Second,
 }
 
+// embeddedMasters starts n in-process masters (redlocktest's), a
+// deployment that has run for a while: their memory markers (the restart
+// guard's, see docs/restarts.md) are old, so a master down keeps no lock
+// out, and one restarted empty sits the guard out.
 func embeddedMasters(n int) (*masters, error) {
-	m := &masters{}
-	for range n {
-		s, err := mini.Run()
-		if err != nil {
-			m.close()
-			return nil, fmt.Errorf("start embedded master: %w", err)
-		}
-		m.embedded = append(m.embedded, s)
-		m.addrs = append(m.addrs, s.Addr())
+	e, err := redlocktest.Run(n)
+	if err != nil {
+		return nil, fmt.Errorf("start the embedded masters: %w", err)
 	}
+	m := &masters{embedded: e, addrs: e.Addrs()}
 	m.connect()
-	if err := m.establish(); err != nil {
-		m.close()
-		return nil, err
-	}
 	return m, nil
-}
-
-// establish makes the embedded masters a deployment that has run for an
-// hour: their memory markers (the restart guard's, see the README) say
-// their memory began then. In a fresh deployment a master down keeps every
-// lock out until the markers are older than the guard, since the missing
-// master could be the one that remembers; a restarted master, whose memory
-// is new, sits the guard out.
-func (m *masters) establish() error {
-	ctx := context.Background()
-	for _, c := range m.clients {
-		now, err := c.Time(ctx).Result()
-		if err != nil {
-			return fmt.Errorf("embedded master: %w", err)
-		}
-		born := now.Add(-time.Hour).UnixMilli()
-		if err := c.Set(ctx, "redlock:memory", fmt.Sprintf("%d 0", born), 0).Err(); err != nil {
-			return fmt.Errorf("embedded master: %w", err)
-		}
-	}
-	return nil
 }
 
 func realMasters(list string) (*masters, error) {
@@ -102,22 +76,20 @@ func (m *masters) connect() {
 	}
 }
 
-// stop takes embedded master i down: it refuses connections until start.
-func (m *masters) stop(i int) { m.embedded[i].Close() }
+// stop takes embedded master i down: it refuses connections until
+// startEmpty.
+func (m *masters) stop(i int) { m.embedded.Down(i) }
 
 // startEmpty brings embedded master i back on its address without its data,
 // as a master without persistence comes back: the restart guard sets its
 // votes aside until its new memory is older than the guard.
-func (m *masters) startEmpty(i int) error {
-	m.embedded[i].FlushAll()
-	return m.embedded[i].Restart()
-}
+func (m *masters) startEmpty(i int) { m.embedded.LoseData(i) }
 
 func (m *masters) close() {
 	for _, c := range m.clients {
 		_ = c.Close()
 	}
-	for _, s := range m.embedded {
-		s.Close()
+	if m.embedded != nil {
+		m.embedded.Close()
 	}
 }

@@ -33,8 +33,7 @@ func connectionsReceived(t *testing.T, admin redis.Conn) int {
 
 // An ACL user without channel rights: the refusal of its SUBSCRIBE is the
 // error of a Subscribe, and the connection, which a refusal leaves usable,
-// is kept (it was dropped and dialled again at once, thousands of times a
-// second).
+// is kept: no new one is dialled for it.
 func TestASubscribeWithoutChannelRightsIsRefusedOnOneConnection(t *testing.T) {
 	s := redistest.Start(t)
 	admin, err := redis.Dial("tcp", s.Addr)

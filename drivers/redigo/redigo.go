@@ -171,7 +171,7 @@ func (c Conn) Topology() driver.Topology {
 // Subscribe or Run.
 func (c Conn) Subscribe() driver.Subscription {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &sub{p: c.p, wanted: map[string]bool{}, done: make(chan struct{}), ctx: ctx, cancel: cancel}
+	return &sub{p: c.p, wanted: map[string]bool{}, ctx: ctx, cancel: cancel}
 }
 
 // pingEvery is how often a subscription's idle connection is sent a PING;
@@ -187,8 +187,7 @@ const (
 // kept, and subscribed again on each new connection.
 type sub struct {
 	p      *redis.Pool
-	done   chan struct{}      // closed by Close
-	ctx    context.Context    // ends at Close: bounds Run's dials
+	ctx    context.Context    // ends at Close: Run's dials and waits, and Subscribe's
 	cancel context.CancelFunc // called by Close
 
 	mu      sync.Mutex // guards the fields below, and writes on psc
@@ -350,7 +349,7 @@ func (s *sub) Subscribe(ctx context.Context, channel string) error {
 		return err
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-s.done:
+	case <-s.ctx.Done():
 		return errClosed
 	}
 }
@@ -397,7 +396,7 @@ func (s *sub) Run(deliver func(driver.Event)) {
 		if err != nil {
 			if fails++; fails > 1 {
 				select {
-				case <-s.done:
+				case <-s.ctx.Done():
 					return
 				case <-time.After(100 * time.Millisecond):
 				}
@@ -448,7 +447,7 @@ func (s *sub) ping(heard *atomic.Bool) {
 	defer t.Stop()
 	for {
 		select {
-		case <-s.done:
+		case <-s.ctx.Done():
 			return
 		case <-t.C:
 		}
@@ -471,7 +470,6 @@ func (s *sub) Close() error {
 		return nil
 	}
 	s.closed = true
-	close(s.done)
 	s.cancel()
 	s.pending = nil
 	if s.psc != nil {
