@@ -40,6 +40,7 @@ type Server struct {
 	hook   func(cmd string, args []string) error
 	errMsg string
 	runID  string
+	port   string // Restart listens on it again
 	frozen bool
 	now    time.Time // the frozen clock
 	count  int
@@ -53,6 +54,7 @@ func Run() (*Server, error) {
 	if err := s.Start(); err != nil {
 		return nil, fmt.Errorf("mini: %w", err)
 	}
+	s.port = s.Port()
 	s.Server().SetPreHook(s.preHook)
 	return s, nil
 }
@@ -143,13 +145,14 @@ func (s *Server) FastForward(d time.Duration) {
 
 // preHook is the miniredis server's pre-hook: SetError's reply, then the
 // test's hook, then INFO with a run_id; it passes a script's commands
-// through untouched.
+// through untouched. It reads nothing of the miniredis server, which Close
+// takes away while commands may still be in flight.
 func (s *Server) preHook(p *server.Peer, cmd string, args ...string) bool {
 	if fromScript(p) {
 		return false
 	}
 	s.mu.Lock()
-	h, msg, runID := s.hook, s.errMsg, s.runID
+	h, msg, runID, port := s.hook, s.errMsg, s.runID, s.port
 	s.mu.Unlock()
 	if msg != "" {
 		p.WriteError(msg)
@@ -166,7 +169,7 @@ func (s *Server) preHook(p *server.Peer, cmd string, args ...string) bool {
 	s.mu.Unlock()
 	if cmd == "INFO" {
 		p.WriteBulk(fmt.Sprintf("# Server\r\nredis_version:7.2.0\r\nredis_mode:standalone\r\nrun_id:%s\r\ntcp_port:%s\r\n",
-			runID, s.Port()))
+			runID, port))
 		return true
 	}
 	return false

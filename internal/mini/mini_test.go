@@ -3,6 +3,8 @@ package mini
 import (
 	"context"
 	"errors"
+	"reflect"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -128,4 +130,48 @@ func TestRestartKeepsDataAndChangesTheRunID(t *testing.T) {
 	if v, err := c.Get(ctx, "k").Result(); err != nil || v != "v" {
 		t.Errorf("GET after a restart = %q, %v; want the data kept", v, err)
 	}
+}
+
+// INFO answered while Close runs: the hook must not read the server that
+// Close takes away.
+func TestInfoDuringCloseDoesNotCrash(t *testing.T) {
+	s, err := Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1})
+	defer c.Close()
+	ctx := context.Background()
+	if err := c.Ping(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	entered, release := make(chan struct{}), make(chan struct{})
+	s.SetPreHook(func(cmd string, _ []string) error {
+		if cmd == "INFO" {
+			close(entered)
+			<-release // INFO is past the hook's gate when Close starts
+		}
+		return nil
+	})
+	done := make(chan error, 1)
+	go func() { done <- c.Info(ctx, "server").Err() }()
+	<-entered
+	closed := make(chan struct{})
+	go func() { s.Close(); close(closed) }()
+	// Close takes the server away, then waits for this connection's
+	// command: miniredis gives no signal for that moment, so the test reads
+	// its field, under its lock.
+	for !serverGone(s) {
+		runtime.Gosched()
+	}
+	close(release)
+	<-closed
+	<-done // an error or INFO's reply; a crash ends the test binary
+}
+
+// serverGone reports whether Close has taken s's miniredis server away.
+func serverGone(s *Server) bool {
+	s.Miniredis.Lock()
+	defer s.Miniredis.Unlock()
+	return reflect.ValueOf(s.Miniredis).Elem().FieldByName("srv").IsNil()
 }
