@@ -18,7 +18,7 @@ import (
 
 // aclLockKeysOnly is the usual way to scope an application's user: its
 // keys and the scripts' commands, but not the guard's marker.
-var aclLockKeysOnly = []string{"~lk:*", "+evalsha", "+eval", "+set", "+get", "+del", "+pexpire", "+pttl", "+time"}
+var aclLockKeysOnly = []string{"~lk:*", "+evalsha", "+eval", "+set", "+get", "+mget", "+del", "+pexpire", "+pttl", "+time"}
 
 // A user whose key pattern covers only the lock keys cannot run the guard:
 // New says so, naming the right and both remedies, instead of a Client

@@ -93,12 +93,22 @@ func (a *acquireRound) call(ctx context.Context, n *node) (ballot, error) {
 
 func (a *acquireRound) start(ctx context.Context, t *nodeTask) bool {
 	t.known = t.n.known.Load()
-	t.n.pipe.Start(ctx, a.l.holds[t.n.index], master.LateSend{}, t.n.acquireCmd(a.args, t.known), t)
+	var quick *[2][]any
+	if !a.take {
+		quick = t.n.quickCmds(a.args, t.known)
+	}
+	t.n.pipe.StartQuick(ctx, a.l.holds[t.n.index], master.LateSend{}, t.n.acquireCmd(a.args, t.known), quick, t)
 	return true
 }
 
 func (a *acquireRound) reply(t *nodeTask, cmd driver.Reply) (ballot, error) {
-	b, err := t.n.acquireReply(cmd, t.known)
+	b, err, decided := t.n.acquireAnswer(cmd, t.known, a.args)
+	if !decided {
+		// The quick SET went out: the script's answer ends this call, sent
+		// whatever the round decides meanwhile (node.go's quickCmds).
+		t.n.pipe.Start(t.ctx, nil, master.LateSend{}, t.n.acquireCmd(a.args, t.known), t)
+		return ballot{}, errAskedAgain
+	}
 	return a.acquired(t.n, b, err)
 }
 

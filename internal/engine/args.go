@@ -28,6 +28,23 @@ type roundArgs struct {
 
 	plainOnce sync.Once
 	plainKeys []any // declaredKeys(false), made once
+
+	quickOnce sync.Once
+	quick     [2][2][]any // quickSet's commands, made once: [0] alone, [1] with the marker's GET
+}
+
+// quickSet is the quick acquisition's commands (node.go's quickCmds): SET
+// key token NX PX ttl, then marker when not nil (the same for every master
+// of the round), made once for the round.
+func (a *roundArgs) quickSet(marker []any) *[2][]any {
+	a.quickOnce.Do(func() {
+		set := []any{"set", a.keyArg, a.token, "nx", "px", a.ttl}
+		a.quick = [2][2][]any{{set, nil}, {set, getPlainMarker}}
+	})
+	if marker == nil {
+		return &a.quick[0]
+	}
+	return &a.quick[1]
 }
 
 func newRoundArgs(key, token string, ttl time.Duration, announce script.Notice, guard bool) *roundArgs {

@@ -85,6 +85,11 @@ func (h *scriptHook) matches(cmd redis.Cmder) bool {
 	if len(args) < 2 {
 		return false
 	}
+	if h.script == script.Acquire && isQuickSet(args) {
+		// The quick acquisition (node.go's quickCmds) stands for the
+		// acquire script: its token and TTL are the script's ARGV[1..2].
+		return h.match == nil || h.match([]any{args[2], args[5]})
+	}
 	if name := strings.ToLower(fmt.Sprint(args[0])); name != "evalsha" && name != "eval" {
 		return false
 	}
@@ -96,6 +101,12 @@ func (h *scriptHook) matches(cmd redis.Cmder) bool {
 	}
 	nkeys, err := strconv.Atoi(fmt.Sprint(args[2]))
 	return err == nil && len(args) >= 3+nkeys && h.match(args[3+nkeys:]) // ARGV
+}
+
+// isQuickSet reports whether args are the quick acquisition's SET key
+// token NX PX ttl.
+func isQuickSet(args []any) bool {
+	return len(args) == 6 && strings.EqualFold(fmt.Sprint(args[0]), "set") && strings.EqualFold(fmt.Sprint(args[3]), "nx")
 }
 
 // isSource reports whether src is the source of s (EVAL after NOSCRIPT).

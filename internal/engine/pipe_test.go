@@ -41,8 +41,13 @@ func (b *batchRecorder) record(cmds []redis.Cmder) {
 	defer b.mu.Unlock()
 	scripts := 0
 	for _, c := range cmds {
-		if args := c.Args(); len(args) > 3 && strings.HasPrefix(fmt.Sprint(args[0]), "eval") {
+		args := c.Args()
+		switch {
+		case len(args) > 3 && strings.HasPrefix(fmt.Sprint(args[0]), "eval"):
 			b.keys = append(b.keys, fmt.Sprint(args[3]))
+			scripts++
+		case isQuickSet(args): // a request of the quick acquisition (node.go)
+			b.keys = append(b.keys, fmt.Sprint(args[1]))
 			scripts++
 		}
 	}

@@ -149,8 +149,19 @@ type nodeTask struct {
 // Run makes the blocking call, on a worker.
 func (t *nodeTask) Run() { t.vote(t.op.call(t.ctx, t.n)) }
 
-// Reply takes a started request's reply.
-func (t *nodeTask) Reply(cmd driver.Reply) { t.vote(t.op.reply(t, cmd)) }
+// Reply takes a started request's reply; errAskedAgain from the op's
+// reply means that it started another request with t as its replyTo, whose
+// reply votes.
+func (t *nodeTask) Reply(cmd driver.Reply) {
+	b, err := t.op.reply(t, cmd)
+	if err == errAskedAgain { //nolint:errorlint // a sentinel of this file's own, never wrapped
+		return
+	}
+	t.vote(b, err)
+}
+
+// errAskedAgain is an asyncOp's reply when it asked the node again.
+var errAskedAgain = errors.New("redlock: asked again")
 
 // vote counts the node's ballot in the round; the call is over.
 func (t *nodeTask) vote(b ballot, err error) {

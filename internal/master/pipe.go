@@ -85,7 +85,13 @@ func (p *Pipe) Queued() int {
 // pipe and returns its reply.
 // When the pipe is idle, the calling goroutine sends the batch itself.
 func (p *Pipe) Do(ctx context.Context, send SendCheck, keep LateSend, args []any) driver.Reply {
-	r, start := p.enqueue(ctx, send, keep, args, nil, false)
+	return p.DoQuick(ctx, send, keep, args, nil)
+}
+
+// DoQuick is Do for a request that plain commands may stand in for: see
+// StartQuick.
+func (p *Pipe) DoQuick(ctx context.Context, send SendCheck, keep LateSend, args []any, quick *[2][]any) driver.Reply {
+	r, start := p.enqueue(ctx, send, keep, args, quick, nil, false)
 	if start {
 		p.serve()
 	}
@@ -101,7 +107,20 @@ func (p *Pipe) Do(ctx context.Context, send SendCheck, keep LateSend, args []any
 // a worker sends it. The caller must be registered in the Client's bg until
 // to has the reply.
 func (p *Pipe) Start(ctx context.Context, send SendCheck, keep LateSend, args []any, to replyTo) {
-	if _, start := p.enqueue(ctx, send, keep, args, to, false); start {
+	p.StartQuick(ctx, send, keep, args, nil, to)
+}
+
+// StartQuick is Start for a script command that plain commands, quick, may
+// stand in for: quick[0], then quick[1] when not nil, right after it in
+// the same pipeline, so that the master runs it next on the same
+// connection (driver.Conn's DoMulti). They go instead of args when the
+// request shares its batch with others, as under load, where they cost the
+// master less than the script; a request alone goes as args, since a
+// pipeline of two commands costs the client more than one command (with
+// go-redis, a dozen allocations more). The reply tells which went: Pair's,
+// a [2]any, for quick, or an error.
+func (p *Pipe) StartQuick(ctx context.Context, send SendCheck, keep LateSend, args []any, quick *[2][]any, to replyTo) {
+	if _, start := p.enqueue(ctx, send, keep, args, quick, to, false); start {
 		p.spawn(p)
 	}
 }
@@ -109,16 +128,16 @@ func (p *Pipe) Start(ctx context.Context, send SendCheck, keep LateSend, args []
 // StartFirst is start for a clean-up (Client.releaseNodeArgs): the request
 // goes ahead of every request queued, behind only the batches on their way.
 func (p *Pipe) StartFirst(ctx context.Context, keep LateSend, args []any, to replyTo) {
-	if _, start := p.enqueue(ctx, nil, keep, args, to, true); start {
+	if _, start := p.enqueue(ctx, nil, keep, args, nil, to, true); start {
 		p.spawn(p)
 	}
 }
 
 // enqueue queues a request, last or first, and reports whether the caller
 // must start a sender for it (mayStart).
-func (p *Pipe) enqueue(ctx context.Context, send SendCheck, keep LateSend, args []any, to replyTo, first bool) (r *request, start bool) {
+func (p *Pipe) enqueue(ctx context.Context, send SendCheck, keep LateSend, args []any, quick *[2][]any, to replyTo, first bool) (r *request, start bool) {
 	r = requests.Get().(*request)
-	r.ctx, r.args, r.send, r.keep, r.to = ctx, args, send, keep, to
+	r.ctx, r.args, r.quick, r.send, r.keep, r.to = ctx, args, quick, send, keep, to
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if first {

@@ -18,6 +18,12 @@ type request struct {
 	// a request whose ctx ended before its batch went out is not sent.
 	ctx  context.Context
 	args []any // the script command's (evalsha's)
+	// quick, when not nil, is plain commands that may stand in for args
+	// (Pipe.StartQuick): quick[0], then quick[1] when not nil, sent right
+	// after it in the same pipeline, so that the master runs it next on
+	// the same connection. They go instead of args when the request shares
+	// its batch with others; the reply is then Pair's.
+	quick *[2][]any
 	// send, when not nil, is asked just before the request goes out: false
 	// means the request is no longer wanted and is not sent (errNotSent).
 	send SendCheck

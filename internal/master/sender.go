@@ -180,18 +180,54 @@ func (p *Pipe) exec(ctx context.Context, reqs []*request) {
 // driver that returns fewer replies than commands (a broken contract)
 // leaves the rest with errShortPipeline.
 func (p *Pipe) pipeline(ctx context.Context, reqs []*request) {
-	cmds := make([][]any, len(reqs))
-	for i, r := range reqs {
-		cmds[i] = r.args
-	}
-	replies := p.client.DoMulti(ctx, cmds...)
-	for i, r := range reqs {
-		if i < len(replies) {
-			r.reply = replies[i]
-		} else {
-			r.reply = driver.Reply{Err: errShortPipeline}
+	cmds := make([][]any, 0, len(reqs)+1)
+	for _, r := range reqs {
+		switch {
+		case r.quick == nil:
+			cmds = append(cmds, r.args)
+		case r.quick[1] == nil:
+			cmds = append(cmds, r.quick[0])
+		default:
+			cmds = append(cmds, r.quick[0], r.quick[1])
 		}
 	}
+	replies := p.client.DoMulti(ctx, cmds...)
+	at := func(i int) driver.Reply {
+		if i < len(replies) {
+			return replies[i]
+		}
+		return driver.Reply{Err: errShortPipeline}
+	}
+	i := 0
+	for _, r := range reqs {
+		switch {
+		case r.quick == nil:
+			r.reply = at(i)
+			i++
+		case r.quick[1] == nil:
+			r.reply = Pair(at(i), driver.Reply{})
+			i++
+		default:
+			r.reply = Pair(at(i), at(i+1))
+			i += 2
+		}
+	}
+}
+
+// Pair is the reply of a request sent as its quick commands (StartQuick),
+// the second one's reply zero when there is none: when either
+// failed, the first error, a nil reply not counting (driver.ErrNil);
+// otherwise Val is a [2]any of the two replies' values (nil for a nil
+// reply).
+func Pair(first, second driver.Reply) driver.Reply {
+	var v [2]any
+	for i, r := range [2]driver.Reply{first, second} {
+		if r.Err != nil && !errors.Is(r.Err, driver.ErrNil) {
+			return driver.Reply{Err: r.Err}
+		}
+		v[i] = r.Val
+	}
+	return driver.Reply{Val: v}
 }
 
 // errShortPipeline is a request's error when the driver's DoMulti returned
@@ -212,7 +248,7 @@ func (p *Pipe) withSources(reqs []*request) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, r := range reqs {
-		if len(r.args) < 2 || r.args[0] != "evalsha" || p.sent[r.args[1]] {
+		if r.quick != nil || len(r.args) < 2 || r.args[0] != "evalsha" || p.sent[r.args[1]] {
 			continue
 		}
 		if eval := script.AsEval(r.args); eval != nil {

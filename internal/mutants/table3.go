@@ -184,14 +184,14 @@ var table3 = []mutant{
 	{
 		name:    "quiet-release-always-announced",
 		file:    "internal/script/lua/release.lua",
-		from:    "(ARGV[4] ~= '1' or wanted(KEYS[2], cur))",
+		from:    "(ARGV[4] ~= '1' or named(mark, cur))",
 		to:      "true",
 		killers: "TestAnUncontendedLockPublishesNothing",
 	},
 	{
 		name:    "quiet-release-ignores-the-mark",
 		file:    "internal/script/lua/release.lua",
-		from:    "(ARGV[4] ~= '1' or wanted(KEYS[2], cur))",
+		from:    "(ARGV[4] ~= '1' or named(mark, cur))",
 		to:      "ARGV[4] ~= '1'",
 		killers: "TestAQuietHoldersReleaseWakesAnotherClientsWaiter",
 	},

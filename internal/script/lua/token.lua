@@ -23,10 +23,14 @@ end
 -- wanted: whether the wanted key w (the lock key's own, declared, in its
 -- slot) says that a waiter of another Client was refused by v since v was
 -- set: it holds v's fingerprint. The lock key itself is never marked.
--- pcall: a wanted key of another type says nothing.
-local function wanted(w, v)
-  local m = redis.pcall('GET', w)
+-- pcall: a wanted key of another type says nothing. named(m, v): whether
+-- m, a wanted key's value as read, names v so.
+local function named(m, v)
   return type(m) == 'string' and m == fingerprint(v)
+end
+
+local function wanted(w, v)
+  return named(redis.pcall('GET', w), v)
 end
 
 -- mark: record in the wanted key w that lock key k's value, whose

@@ -1,0 +1,217 @@
+package engine
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redlock-go/redlock/internal/script"
+)
+
+// The quick acquisition (node.go's quickCmds, Q1 and Q2 there) on real
+// masters. Its commands go only in a batch shared with other requests, so
+// each test makes one: quickBatch holds the first attempt's requests on
+// their way to every master, queues the others' behind them, and lets all
+// go.
+
+// quickBatch runs TryLock on each of keys with c, the first alone, for a
+// second, and the rest, for ttl, queued behind it on every master, so that
+// they go out together as one batch per master; it returns the locks, nil
+// where not obtained.
+func quickBatch(t *testing.T, r *realNodes, c *Client, ttl time.Duration, keys ...string) []*Lock {
+	t.Helper()
+	h := newBatchHold(script.Acquire, len(r.clients))
+	hookAll(r.clients, h)
+	t.Cleanup(h.open)
+	locks := make([]*Lock, len(keys))
+	var wg sync.WaitGroup
+	try := func(i int) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d := ttl
+			if i == 0 {
+				d = time.Second
+			}
+			l, err := c.TryLock(bg, keys[i], d)
+			if err == nil {
+				locks[i] = l
+			}
+		}()
+	}
+	try(0)
+	for range r.clients {
+		within(t, scaled(5*time.Second), "the first attempt's requests held", func() bool { <-h.holding; return true })
+	}
+	for i := 1; i < len(keys); i++ {
+		try(i)
+	}
+	for _, n := range c.nodes {
+		within(t, scaled(5*time.Second), "the other attempts queued", func() bool {
+			for n.pipe.Queued() < len(keys)-1 {
+				time.Sleep(time.Millisecond)
+			}
+			return true
+		})
+	}
+	h.open()
+	wg.Wait()
+	return locks
+}
+
+// awaitCalls waits until l's acquire call on every master returned (settle
+// waits for the Client's every call, the test's next ones too).
+func awaitCalls(t *testing.T, l *Lock) {
+	t.Helper()
+	for _, h := range l.holds {
+		within(t, scaled(5*time.Second), "the acquire calls", func() bool {
+			h.mu.Lock()
+			done := h.done
+			h.mu.Unlock()
+			<-done
+			return true
+		})
+	}
+}
+
+// commandCalls returns how many times master i ran cmd (INFO commandstats).
+func (r *realNodes) commandCalls(i int, cmd string) int {
+	r.t.Helper()
+	info, err := r.admin[i].Info(bg, "commandstats").Result()
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		rest, ok := strings.CutPrefix(line, "cmdstat_"+cmd+":calls=")
+		if !ok {
+			continue
+		}
+		n, _ := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
+		return n
+	}
+	return 0
+}
+
+// TestQuickAcquisitionsInABatchHoldTheirKeys: attempts that share a batch
+// go as SET NX PX (and GET of the marker with the restart guard on), and
+// each holds its key on every master, with the guard on and off; one on a
+// key another token holds is refused (Q1), and writes nothing to the key.
+func TestQuickAcquisitionsInABatchHoldTheirKeys(t *testing.T) {
+	for _, guard := range []bool{true, false} {
+		t.Run(fmt.Sprintf("guard=%v", guard), func(t *testing.T) {
+			r := startReal(t, 5)
+			var opts []Option
+			if !guard {
+				opts = append(opts, WithRestartGuard(0))
+			}
+			c := r.client(opts...)
+			warm, err := c.TryLock(bg, "warm", time.Minute) // the Client learns each memory
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = warm.Unlock(bg)
+			sets := make([]int, len(r.admin))
+			for i := range r.admin {
+				sets[i] = r.commandCalls(i, "set")
+			}
+			for i := range r.admin {
+				r.take(i, "held", "another", time.Minute)
+			}
+			keys := []string{"q0", "q1", "held", "q3"}
+			locks := quickBatch(t, r, c, time.Minute, keys...)
+			for i, l := range locks {
+				if keys[i] == "held" {
+					if l != nil {
+						t.Fatalf("TryLock(held) obtained a key another token holds on every master")
+					}
+					if n := r.count("held", "another"); n != len(r.admin) {
+						t.Errorf("the other token holds its key on %d masters, want %d", n, len(r.admin))
+					}
+					continue
+				}
+				if l == nil {
+					t.Fatalf("TryLock(%s) failed", keys[i])
+				}
+				awaitCalls(t, l)
+				if n := r.count(keys[i], l.Token()); n != len(r.admin) {
+					t.Errorf("%s holds its token on %d masters, want %d", keys[i], n, len(r.admin))
+				}
+			}
+			for i := range r.admin {
+				if got := r.commandCalls(i, "set") - sets[i]; got < len(keys)-1 {
+					t.Errorf("master %d ran %d SETs, want the %d batched attempts' quick SETs at least", i, got, len(keys)-1)
+				}
+			}
+		})
+	}
+}
+
+// TestAQuickAcquisitionInAnotherMemoryIsAskedAgain: a master whose marker
+// names another memory than the one the Client knows (it lost its data and
+// a script made a new marker) answers a batched quick acquisition's SET
+// with OK: Q2 fails, so the acquire script answers, and the Client learns
+// the new memory from it (the quick reply alone would have counted the
+// vote as one from the old memory, past the restart guard).
+func TestAQuickAcquisitionInAnotherMemoryIsAskedAgain(t *testing.T) {
+	r := startReal(t, 5)
+	c := r.client()
+	warm, err := c.TryLock(bg, "warm", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = warm.Unlock(bg)
+	old := c.nodes[0].known.Load()
+	if old == nil {
+		t.Fatal("the Client learned no memory of master 0")
+	}
+	now, err := r.admin[0].Time(bg).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	born := now.UnixMilli()
+	if err := r.admin[0].Set(bg, script.MarkerKey("", false), fmt.Sprintf("%d %d", born, time.Minute.Milliseconds()), 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	locks := quickBatch(t, r, c, time.Minute, "q0", "q1", "q2")
+	for i, l := range locks {
+		if l == nil {
+			t.Fatalf("TryLock %d failed: four masters remember further back", i)
+		}
+	}
+	for i, l := range locks[1:] { // the batched ones
+		h := l.holds[0]
+		awaitCalls(t, l)
+		if got := h.born.Load(); got != born {
+			t.Errorf("batched lock %d: master 0's memory %d, want %d (the new marker's): a quick reply counted it as the memory the Client knew", i+1, got, born)
+		}
+	}
+}
+
+// TestAQuickAcquisitionLongerThanTheMarkersTTLIsAskedAgain: a master whose
+// marker records a longest TTL shorter than the attempt's answers its SET
+// with OK: Q2 fails, so the acquire script answers, and it lengthens the
+// marker's longest TTL, which the restart guard of a later restart reads.
+func TestAQuickAcquisitionLongerThanTheMarkersTTLIsAskedAgain(t *testing.T) {
+	r := startReal(t, 5)
+	c := r.client()
+	warm, err := c.TryLock(bg, "warm", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = warm.Unlock(bg)
+	ttl := time.Minute
+	quickBatch(t, r, c, ttl, "q0", "q1", "q2")
+	for i, a := range r.admin {
+		v, err := a.Get(bg, script.MarkerKey("", false)).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, longest, ok := parseMarker(v)
+		if !ok || longest < ttl.Milliseconds() {
+			t.Errorf("master %d's marker %q: want a longest TTL of %d ms at least", i, v, ttl.Milliseconds())
+		}
+	}
+}

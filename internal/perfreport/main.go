@@ -1,0 +1,178 @@
+// Command perfreport reads the output of scripts/perf.sh's benchmark runs,
+// one file per run, and prints the performance goals' table
+// (docs/performance.md): each row's figure in every run, as a ratio
+// computed within that run, their median, and whether the goal holds in
+// the median.
+//
+//	go run ./internal/perfreport run1.txt run2.txt run3.txt
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// A run is one run's metrics: benchmark name (without the -N suffix) →
+// unit → value.
+type run map[string]map[string]float64
+
+// A row is one goal: how to compute its figure from a run, and the bound.
+type row struct {
+	name   string
+	goal   string
+	figure func(r run) (float64, bool)
+	holds  func(v float64) bool
+	format string
+}
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: perfreport run1.txt [run2.txt …]")
+		os.Exit(2)
+	}
+	var runs []run
+	for _, path := range os.Args[1:] {
+		f, err := os.Open(path)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		r, err := parse(f)
+		_ = f.Close()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, path+":", err)
+			os.Exit(1)
+		}
+		runs = append(runs, r)
+	}
+	write(os.Stdout, runs)
+}
+
+// parse reads go test -bench output.
+func parse(in io.Reader) (run, error) {
+	r := run{}
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 4 || !strings.HasPrefix(f[0], "Benchmark") {
+			continue
+		}
+		name := f[0]
+		if i := strings.LastIndexByte(name, '-'); i > 0 {
+			if _, err := strconv.Atoi(name[i+1:]); err == nil {
+				name = name[:i]
+			}
+		}
+		m := r[name]
+		if m == nil {
+			m = map[string]float64{}
+			r[name] = m
+		}
+		for i := 2; i+1 < len(f); i += 2 {
+			v, err := strconv.ParseFloat(f[i], 64)
+			if err != nil {
+				continue
+			}
+			m[f[i+1]] = v
+		}
+	}
+	return r, sc.Err()
+}
+
+func (r run) get(bench, unit string) (float64, bool) {
+	v, ok := r[bench][unit]
+	return v, ok && v != 0
+}
+
+// ratio is a/b of two metrics of the run.
+func ratio(benchA, unitA, benchB, unitB string) func(run) (float64, bool) {
+	return func(r run) (float64, bool) {
+		a, ok1 := r.get(benchA, unitA)
+		b, ok2 := r.get(benchB, unitB)
+		return a / b, ok1 && ok2
+	}
+}
+
+func metric(bench, unit string) func(run) (float64, bool) {
+	return func(r run) (float64, bool) { return r.get(bench, unit) }
+}
+
+func atLeast(x float64) func(float64) bool { return func(v float64) bool { return v >= x } }
+func atMost(x float64) func(float64) bool  { return func(v float64) bool { return v <= x } }
+
+const (
+	par   = "BenchmarkParallel/"
+	unc   = "BenchmarkUncontended/"
+	procs = "BenchmarkContendedProcesses/"
+	cpu   = "BenchmarkServerCPU"
+	tails = "BenchmarkTails"
+)
+
+var rows = []row{
+	{"64 goroutines, distinct keys: pairs/s × bsm/redislock on one master", "≥ 0.65×",
+		ratio(par+"bsm-1-node", "ns/op", par+"redlock", "ns/op"), atLeast(0.65), "%.2f×"},
+	{"uncontended pair p50 × the bare floor (restart guard on)", "≤ 1.10×",
+		ratio(unc+"redlock", "p50-µs", unc+"floor", "p50-µs"), atMost(1.10), "%.2f×"},
+	{"8 processes on one key: acquisitions/s × the pub/sub oracle", "≥ 0.97×",
+		ratio(procs+"oracle-pubsub", "ns/op", procs+"redlock", "ns/op"), atLeast(0.97), "%.2f×"},
+	{"8 processes on one key: acquisitions/s × redsync", "≥ 1.1×",
+		ratio(procs+"redsync", "ns/op", procs+"redlock", "ns/op"), atLeast(1.1), "%.2f×"},
+	{"8 processes: wait p99", "≤ 20 ms",
+		metric(procs+"redlock", "p99-wait-ms"), atMost(20), "%.1f ms"},
+	{"8 processes: server commands per acquisition × redsync's", "≤ 1×",
+		ratio(procs+"redlock", "srv-cmds/acq", procs+"redsync", "srv-cmds/acq"), atMost(1), "%.2f×"},
+	{"a master's CPU per pair × the floor's commands, 25 pairs a pipeline", "≤ 1.4×",
+		metric(cpu, "redlock/floor"), atMost(1.4), "%.2f×"},
+	{"slow master (+50 ms): lock p99 × healthy", "≤ 1.3×",
+		metric(tails, "slow/healthy-lock-p99"), atMost(1.3), "%.2f×"},
+	{"dead master: lock p99 × healthy", "≤ 1.5×",
+		metric(tails, "dead/healthy-lock-p99"), atMost(1.5), "%.2f×"},
+	{"dead master: unlock p99", "≤ 2 ms",
+		func(r run) (float64, bool) { v, ok := r.get(tails, "dead-unlock-p99-µs"); return v / 1000, ok },
+		atMost(2), "%.2f ms"},
+	{"allocations per uncontended pair", "≤ 100",
+		metric(unc+"redlock", "allocs/op"), atMost(100), "%.0f"},
+}
+
+func write(w io.Writer, runs []run) {
+	fmt.Fprintln(w, "| row | goal | runs | median | holds |")
+	fmt.Fprintln(w, "| --- | --- | --- | --- | --- |")
+	for _, rw := range rows {
+		var vals []float64
+		var cells []string
+		for _, r := range runs {
+			v, ok := rw.figure(r)
+			if !ok {
+				cells = append(cells, "—")
+				continue
+			}
+			vals = append(vals, v)
+			cells = append(cells, fmt.Sprintf(rw.format, v))
+		}
+		med, holds := "—", "—"
+		if len(vals) > 0 {
+			m := median(vals)
+			med = fmt.Sprintf(rw.format, m)
+			holds = "no"
+			if rw.holds(m) {
+				holds = "**yes**"
+			}
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", rw.name, rw.goal, strings.Join(cells, ", "), med, holds)
+	}
+}
+
+func median(vs []float64) float64 {
+	s := slices.Clone(vs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
