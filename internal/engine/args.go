@@ -29,6 +29,9 @@ type roundArgs struct {
 	plainOnce sync.Once
 	plainKeys []any // declaredKeys(false), made once
 
+	releaseOnce sync.Once
+	release     []any // the release script's command on a plain master whose notice is the round's (node.go's releaseCmd), made once; set quiet before
+
 	quickOnce sync.Once
 	quick     [2][2][]any // quickSet's commands, made once: [0] alone, [1] with the marker's GET
 }

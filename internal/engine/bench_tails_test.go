@@ -47,7 +47,7 @@ func BenchmarkTails(b *testing.B) {
 
 	with := func(addr string) []redis.UniversalClient {
 		cs := slices.Clone(direct[:4])
-		return append(cs, redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1}))
+		return append(cs, redis.NewClient(&redis.Options{Addr: addr}))
 	}
 	conds := []struct {
 		name  string

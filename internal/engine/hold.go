@@ -24,20 +24,43 @@ type hold struct {
 	born atomic.Int64 // which memory of the master holds our key (guard.go); 0: unknown
 
 	mu sync.Mutex
-	// done is closed when the call returned. A call that asks the node
-	// again (ask) replaces it with an open one: read it under mu.
-	done chan struct{}
-	st   core.Hold
+	// returned says that the call returned; a call that asks the node
+	// again (ask) makes it false again. done, made only when somebody
+	// waits (doneChan), is closed when it turns true. Both under mu.
+	returned bool
+	done     chan struct{}
+	st       core.Hold
 }
 
 func newHolds(n int) []*hold {
 	hs, all := make([]*hold, n), make([]hold, n) // two allocations, not n+1
 	for i := range hs {
-		all[i].done = make(chan struct{})
 		all[i].st = core.NewHold()
 		hs[i] = &all[i]
 	}
 	return hs
+}
+
+// doneChan returns a channel closed once the call returned (closedChan,
+// lock.go's, when it has). Called with mu held.
+func (h *hold) doneChan() chan struct{} {
+	if h.returned {
+		return closedChan
+	}
+	if h.done == nil {
+		h.done = make(chan struct{})
+	}
+	return h.done
+}
+
+// markReturned records that the call returned, and wakes its waiters.
+// Called with mu held.
+func (h *hold) markReturned() {
+	h.returned = true
+	if h.done != nil {
+		close(h.done)
+		h.done = nil
+	}
 }
 
 // finish records the acquire call's result and reports whether the caller
@@ -50,7 +73,7 @@ func (h *hold) finishCall(take, yes bool, err error) (release bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	release = h.st.Finish(take, yes, err != nil)
-	close(h.done)
+	h.markReturned()
 	return release
 }
 
@@ -59,7 +82,7 @@ func (h *hold) finishUnsent(take bool) (release bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	release = h.st.FinishUnsent(take)
-	close(h.done)
+	h.markReturned()
 	return release
 }
 
@@ -130,7 +153,7 @@ func (h *hold) ask() bool {
 	defer h.mu.Unlock()
 	ok, reopened := h.st.Ask()
 	if reopened {
-		h.done = make(chan struct{})
+		h.returned = false
 	}
 	return ok
 }
@@ -142,7 +165,7 @@ func (h *hold) ask() bool {
 // the call is still running.
 func (h *hold) await(ctx context.Context) error {
 	h.mu.Lock()
-	reserved, done := h.st.Reserved(), h.done
+	reserved, done := h.st.Reserved(), h.doneChan()
 	h.mu.Unlock()
 	if reserved {
 		// Never sent: nothing to wait for. An Extend that asks it now

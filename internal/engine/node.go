@@ -266,6 +266,11 @@ func (n *node) releaseCmd(a *roundArgs) []any {
 		argv = append(argv, a.quiet)
 		return n.scriptCmd(script.ReleaseMulti, a, false, argv...)
 	}
+	if !n.isCluster() && ch == a.channel && msg == a.message {
+		// The same command for every plain master of the round: built once.
+		a.releaseOnce.Do(func() { a.release = n.scriptCmd(script.Release, a, false, a.token, ch, msg, a.quiet) })
+		return a.release
+	}
 	return n.scriptCmd(script.Release, a, false, a.token, ch, msg, a.quiet)
 }
 

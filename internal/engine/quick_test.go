@@ -69,7 +69,7 @@ func awaitCalls(t *testing.T, l *Lock) {
 	for _, h := range l.holds {
 		within(t, scaled(5*time.Second), "the acquire calls", func() bool {
 			h.mu.Lock()
-			done := h.done
+			done := h.doneChan()
 			h.mu.Unlock()
 			<-done
 			return true
