@@ -45,9 +45,16 @@ func BenchmarkTails(b *testing.B) {
 	deadAddr := ln.Addr().String()
 	_ = ln.Close() // nothing listens there now: connections are refused
 
+	var extra []*redis.Client
+	defer func() {
+		for _, c := range extra {
+			_ = c.Close()
+		}
+	}()
 	with := func(addr string) []redis.UniversalClient {
-		cs := slices.Clone(direct[:4])
-		return append(cs, redis.NewClient(&redis.Options{Addr: addr}))
+		c := redis.NewClient(&redis.Options{Addr: addr})
+		extra = append(extra, c)
+		return append(slices.Clone(direct[:4]), c)
 	}
 	conds := []struct {
 		name  string
