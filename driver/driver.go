@@ -43,8 +43,12 @@ type Conn interface {
 	// DoMulti sends cmds, in order, in one round trip where it can (a
 	// pipeline), and returns their replies in the same order: len(cmds)
 	// of them, each the reply Do would have given. A reply that did not
-	// come (the connection broke, ctx ended) has an error. On a Cluster
-	// each command goes to the master of its keys.
+	// come (the connection broke, ctx ended) has an error. On a Single or
+	// Failover Conn the commands go on one connection, so that the master
+	// runs them in the order given (sent again after a network error,
+	// they go again whole and in order): the library reads its restart
+	// guard's marker right after a SET so. On a Cluster each command goes
+	// to the master of its keys.
 	DoMulti(ctx context.Context, cmds ...[]any) []Reply
 	// Subscribe opens a pub/sub connection, subscribed to nothing yet.
 	// With Topology().Kind Cluster, its channels are shard channels

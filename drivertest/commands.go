@@ -167,6 +167,35 @@ func (s *suite) pipeline(t *testing.T) {
 	}
 }
 
+// pipelineOneConnection: a DoMulti's commands go on one connection (the
+// server runs them in the order given; driver.Conn's DoMulti), even with
+// many goroutines sending at once: CLIENT ID twice in one DoMulti names one
+// connection.
+func (s *suite) pipelineOneConnection(t *testing.T) {
+	c := s.conn(t)
+	const workers, each = 16, 20
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range each {
+				r := c.DoMulti(context.Background(), []any{"client", "id"}, []any{"client", "id"})
+				if len(r) != 2 || r[0].Err != nil || r[1].Err != nil || r[0].Val != r[1].Val {
+					errs <- fmt.Errorf("DoMulti(CLIENT ID, CLIENT ID) = %#v: two connections", r)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
 // concurrent: one Conn used from many goroutines at once, plain commands
 // and pipelines mixed.
 func (s *suite) concurrent(t *testing.T) {

@@ -48,6 +48,7 @@ func Run(t *testing.T, dial Dial) {
 	t.Run("Errors", s.errorReplies)
 	t.Run("Scripts", s.scripts)
 	t.Run("Pipeline", s.pipeline)
+	t.Run("PipelineOneConnection", s.pipelineOneConnection)
 	t.Run("Concurrent", s.concurrent)
 	t.Run("Topology", s.topology)
 	t.Run("Cancel", s.cancel)

@@ -23,13 +23,15 @@ import (
 // that over the floor's (x/floor):
 //   - redlock: what an uncontended Lock and Unlock send, with the restart
 //     guard's marker known (the path almost every acquisition takes): the
-//     quick acquisition (SET NX PX, then GET of the marker; the engine's
-//     node.go), then the release script, with a notice channel and quiet,
-//     as Unlock sends it;
+//     quick acquisition (SET NX PX, with one GET of the marker after the
+//     batch's SETs; the engine's node.go), then the release script, with
+//     a notice channel and quiet, as Unlock sends it;
 //   - redlock-scripts: the acquire script instead of the quick
 //     acquisition (what it costs when it must answer), then the release;
 //   - floor: the bare majority lock's SET NX PX and compare-and-delete
 //     script;
+//   - floor-guarded: the floor and a GET of the marker: the least the
+//     restart guard's check adds to it;
 //   - empty-scripts: two scripts that only return, called with the
 //     scripts' arguments: the fixed cost of a script call;
 //   - plain: GET of the marker, SET NX PX, GET, DEL as plain commands, no
@@ -55,30 +57,38 @@ func BenchmarkServerCPU(b *testing.B) {
 	variants := []struct {
 		name string
 		pair func(pl redis.Pipeliner, key string)
+		// tail, when not nil, is sent once after the pipeline's pairs.
+		tail func(pl redis.Pipeliner)
 	}{
 		{"redlock", func(pl redis.Pipeliner, key string) {
 			pl.Do(bg, "set", key, "tok", "nx", "px", ms)
-			pl.Do(bg, "get", memoryMarker)
 			pl.EvalSha(bg, redlockRelease.Hash(), []string{key, key + wantedSuffix}, "tok", "ch", "msg", "1")
+		}, func(pl redis.Pipeliner) {
+			pl.Do(bg, "get", memoryMarker) // one for the batch's quick SETs
 		}},
 		{"redlock-scripts", func(pl redis.Pipeliner, key string) {
 			pl.EvalSha(bg, redlockAcquire.Hash(), []string{key, key + wantedSuffix, memoryMarker}, "tok", ms, "", "", "1", born)
 			pl.EvalSha(bg, redlockRelease.Hash(), []string{key, key + wantedSuffix}, "tok", "ch", "msg", "1")
-		}},
+		}, nil},
 		{"floor", func(pl redis.Pipeliner, key string) {
 			pl.SetNX(bg, key, "tok", ttl)
 			pl.EvalSha(bg, floorRelease.Hash(), []string{key}, "tok")
-		}},
+		}, nil},
+		{"floor-guarded", func(pl redis.Pipeliner, key string) {
+			pl.SetNX(bg, key, "tok", ttl)
+			pl.Get(bg, memoryMarker)
+			pl.EvalSha(bg, floorRelease.Hash(), []string{key}, "tok")
+		}, nil},
 		{"empty-scripts", func(pl redis.Pipeliner, key string) {
 			pl.EvalSha(bg, empty.Hash(), []string{key, key + wantedSuffix, memoryMarker}, "tok", ms, "", "", "1", born)
 			pl.EvalSha(bg, empty.Hash(), []string{key, key + wantedSuffix}, "tok", "", "", "1")
-		}},
+		}, nil},
 		{"plain", func(pl redis.Pipeliner, key string) {
 			pl.Get(bg, memoryMarker)
 			pl.SetNX(bg, key, "tok", ttl)
 			pl.Get(bg, key)
 			pl.Del(bg, key)
-		}},
+		}, nil},
 	}
 	keys := make([]string, serverCPUBatch)
 	for i := range keys {
@@ -97,9 +107,15 @@ func BenchmarkServerCPU(b *testing.B) {
 				for _, k := range keys {
 					v.pair(pl, k)
 				}
+				if v.tail != nil {
+					v.tail(pl)
+				}
 				cmds, err := pl.Exec(bg)
 				if err != nil {
 					b.Fatal(err)
+				}
+				if v.tail != nil {
+					cmds = cmds[:len(cmds)-1]
 				}
 				if err := freed(cmds, len(keys)); err != nil {
 					b.Fatal(v.name, err)

@@ -78,10 +78,11 @@ func (n *node) acquire(ctx context.Context, send master.SendCheck, a *roundArgs)
 // master, for one key, with no acquired notice to publish, and with the
 // restart guard off or the master's memory known (knownMemory), the
 // script's request may go as SET key token NX PX ttl, then, with the guard
-// on, GET of the marker, the two sent together on one connection, so that
-// the master runs the GET right after the SET (driver.Conn's DoMulti).
-// The pipe sends them so when the request shares a batch (master.Pipe's
-// StartQuick). Their replies decide the call only when:
+// on, GET of the marker, later in the same pipeline on one connection, so
+// that the master runs the GET after the SET (driver.Conn's DoMulti). The
+// pipe sends them so when the request shares a batch (master.Pipe's
+// StartQuick), with one GET of the marker after all of the batch's SETs.
+// Their replies decide the call only when:
 //
 //   - Q1 the SET set the key (a free key, now ours for ttl), and
 //   - Q2 the marker read after it names the memory the Client knows (its
@@ -89,7 +90,8 @@ func (n *node) acquire(ctx context.Context, send master.SendCheck, a *roundArgs)
 //
 // Q2 makes the vote as good as the script's: a master's memory is lost
 // only with its marker, and a new marker is born later, so a marker that
-// still names the known memory after the SET means the SET landed in it,
+// still names the known memory after the SET (read later on the same
+// connection) means the SET landed in it,
 // and the script would not have lengthened the marker's longest TTL. In
 // every other case (the key was there, ours after a re-send or another's;
 // no marker, or another memory, or a longer TTL) the acquire script is

@@ -1,12 +1,15 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-go/redlock/internal/script"
 )
@@ -120,8 +123,11 @@ func TestQuickAcquisitionsInABatchHoldTheirKeys(t *testing.T) {
 			for i := range r.admin {
 				r.take(i, "held", "another", time.Minute)
 			}
+			order := &quickOrder{}
+			hookAll(r.clients, order)
 			keys := []string{"q0", "q1", "held", "q3"}
 			locks := quickBatch(t, r, c, time.Minute, keys...)
+			order.check(t, guard)
 			for i, l := range locks {
 				if keys[i] == "held" {
 					if l != nil {
@@ -146,6 +152,57 @@ func TestQuickAcquisitionsInABatchHoldTheirKeys(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// quickOrder records, for each pipeline that carries quick SETs, where
+// they and the marker's GETs are in it.
+type quickOrder struct {
+	mu    sync.Mutex
+	pipes [][]string // "set" or "get", in order
+}
+
+func (o *quickOrder) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (o *quickOrder) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (o *quickOrder) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		var seq []string
+		for _, c := range cmds {
+			args := c.Args()
+			switch {
+			case isQuickSet(args):
+				seq = append(seq, "set")
+			case len(args) == 2 && strings.EqualFold(fmt.Sprint(args[0]), "get") && args[1] == script.MarkerKey("", false):
+				seq = append(seq, "get")
+			}
+		}
+		if len(seq) > 0 {
+			o.mu.Lock()
+			o.pipes = append(o.pipes, seq)
+			o.mu.Unlock()
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// check: some pipeline carried quick SETs; each that did has, with the
+// restart guard on, exactly one marker GET, after all of them (it vouches
+// for each SET before it on the connection); none without the guard.
+func (o *quickOrder) check(t *testing.T, guard bool) {
+	t.Helper()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(o.pipes) == 0 {
+		t.Fatal("no pipeline carried a quick SET")
+	}
+	for _, seq := range o.pipes {
+		gets := strings.Count(strings.Join(seq, " "), "get")
+		switch {
+		case !guard && gets != 0:
+			t.Errorf("without the guard, a pipeline read the marker: %v", seq)
+		case guard && (gets != 1 || seq[len(seq)-1] != "get"):
+			t.Errorf("pipeline %v: want one marker GET, after every quick SET", seq)
+		}
 	}
 }
 

@@ -111,9 +111,11 @@ func (p *Pipe) Start(ctx context.Context, send SendCheck, keep LateSend, args []
 }
 
 // StartQuick is Start for a script command that plain commands, quick, may
-// stand in for: quick[0], then quick[1] when not nil, right after it in
-// the same pipeline, so that the master runs it next on the same
-// connection (driver.Conn's DoMulti). They go instead of args when the
+// stand in for: quick[0], then quick[1] when not nil, later in the same
+// pipeline, so that the master runs it after quick[0] on the same
+// connection (driver.Conn's DoMulti); the quick requests of a batch that
+// share their quick[1] (the same slice) share one, sent after all of their
+// quick[0] (a batch of acquisitions reads the master's marker once). They go instead of args when the
 // request shares its batch with others, as under load, where they cost the
 // master less than the script; a request alone goes as args, since a
 // pipeline of two commands costs the client more than one command (with

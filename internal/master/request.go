@@ -19,10 +19,12 @@ type request struct {
 	ctx  context.Context
 	args []any // the script command's (evalsha's)
 	// quick, when not nil, is plain commands that may stand in for args
-	// (Pipe.StartQuick): quick[0], then quick[1] when not nil, sent right
-	// after it in the same pipeline, so that the master runs it next on
-	// the same connection. They go instead of args when the request shares
-	// its batch with others; the reply is then Pair's.
+	// (Pipe.StartQuick): quick[0], then quick[1] when not nil, later in the
+	// same pipeline, so that the master runs it after quick[0] on the same
+	// connection; requests of a batch that share their quick[1] (the same
+	// slice) share one, sent after all of their quick[0]. They go instead
+	// of args when the request shares its batch with others; the reply is
+	// then Pair's.
 	quick *[2][]any
 	// send, when not nil, is asked just before the request goes out: false
 	// means the request is no longer wanted and is not sent (errNotSent).

@@ -181,38 +181,52 @@ func (p *Pipe) exec(ctx context.Context, reqs []*request) {
 // leaves the rest with errShortPipeline.
 func (p *Pipe) pipeline(ctx context.Context, reqs []*request) {
 	cmds := make([][]any, 0, len(reqs)+1)
-	for _, r := range reqs {
+	at := make([]int, len(reqs)) // where each request's command (its quick first one) is in cmds
+	// The quick requests' second command, when they share one (the same
+	// slice: a master's marker GET), goes once, after all of their first
+	// ones: it runs after each of them on the connection, which is all a
+	// quick request asks of it (StartQuick).
+	var shared []any
+	for i, r := range reqs {
+		at[i] = len(cmds)
 		switch {
 		case r.quick == nil:
 			cmds = append(cmds, r.args)
 		case r.quick[1] == nil:
 			cmds = append(cmds, r.quick[0])
+		case shared == nil || sameCmd(shared, r.quick[1]):
+			shared = r.quick[1]
+			cmds = append(cmds, r.quick[0])
 		default:
 			cmds = append(cmds, r.quick[0], r.quick[1])
 		}
 	}
+	if shared != nil {
+		cmds = append(cmds, shared)
+	}
 	replies := p.client.DoMulti(ctx, cmds...)
-	at := func(i int) driver.Reply {
+	reply := func(i int) driver.Reply {
 		if i < len(replies) {
 			return replies[i]
 		}
 		return driver.Reply{Err: errShortPipeline}
 	}
-	i := 0
-	for _, r := range reqs {
+	for i, r := range reqs {
 		switch {
 		case r.quick == nil:
-			r.reply = at(i)
-			i++
+			r.reply = reply(at[i])
 		case r.quick[1] == nil:
-			r.reply = Pair(at(i), driver.Reply{})
-			i++
+			r.reply = Pair(reply(at[i]), driver.Reply{})
+		case sameCmd(shared, r.quick[1]):
+			r.reply = Pair(reply(at[i]), reply(len(cmds)-1))
 		default:
-			r.reply = Pair(at(i), at(i+1))
-			i += 2
+			r.reply = Pair(reply(at[i]), reply(at[i]+1))
 		}
 	}
 }
+
+// sameCmd reports whether a and b are the same command slice.
+func sameCmd(a, b []any) bool { return len(a) > 0 && len(a) == len(b) && &a[0] == &b[0] }
 
 // Pair is the reply of a request sent as its quick commands (StartQuick),
 // the second one's reply zero when there is none: when either

@@ -314,4 +314,11 @@ var table4 = []mutant{
 		to:      " {",
 		killers: "TestAQuickAcquisitionLongerThanTheMarkersTTLIsAskedAgain",
 	},
+	{
+		name:    "quick-marker-read-before-the-sets",
+		file:    "internal/master/sender.go",
+		from:    "\tif shared != nil {\n\t\tcmds = append(cmds, shared)\n\t}\n",
+		to:      "\tif shared != nil {\n\t\tcmds = append([][]any{shared}, cmds...)\n\t\tfor i := range at {\n\t\t\tat[i]++\n\t\t}\n\t}\n",
+		killers: "TestQuickAcquisitionsInABatchHoldTheirKeys",
+	},
 }

@@ -58,11 +58,20 @@ func parse(in io.Reader) (run, error) {
 	r := run{}
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	pending := "" // a benchmark's name whose figures a log line pushed to a later line
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
+		if len(f) > 0 && strings.HasPrefix(f[0], "Benchmark") && (len(f) < 2 || !isNumber(f[1])) {
+			pending = f[0]
+			continue
+		}
+		if pending != "" && len(f) >= 3 && isNumber(f[0]) {
+			f = append([]string{pending}, f...)
+		}
 		if len(f) < 4 || !strings.HasPrefix(f[0], "Benchmark") {
 			continue
 		}
+		pending = ""
 		name := f[0]
 		if i := strings.LastIndexByte(name, '-'); i > 0 {
 			if _, err := strconv.Atoi(name[i+1:]); err == nil {
@@ -83,6 +92,11 @@ func parse(in io.Reader) (run, error) {
 		}
 	}
 	return r, sc.Err()
+}
+
+func isNumber(s string) bool {
+	_, err := strconv.ParseFloat(s, 64)
+	return err == nil
 }
 
 func (r run) get(bench, unit string) (float64, bool) {
@@ -140,6 +154,34 @@ var rows = []row{
 		metric(unc+"redlock", "allocs/op"), atMost(100), "%.0f"},
 }
 
+// bounds are the same runs' figures that bound the rows above: what the
+// least that work costs reaches, measured beside it.
+var bounds = []row{
+	{"uncontended pair p50: the floor running our scripts × the floor", "",
+		ratio(unc+"floor-scripts", "p50-µs", unc+"floor", "p50-µs"), nil, "%.2f×"},
+	{"8 processes: the pub/sub oracle × bsm/redislock (acquisitions/s)", "",
+		ratio(procs+"bsm-1-node", "ns/op", procs+"oracle-pubsub", "ns/op"), nil, "%.2f×"},
+	{"8 processes: the pub/sub oracle's wait p99", "",
+		metric(procs+"oracle-pubsub", "p99-wait-ms"), nil, "%.1f ms"},
+	{"a master's CPU per pair: the floor plus the marker's GET × the floor", "",
+		metric(cpu, "floor-guarded/floor"), nil, "%.2f×"},
+	{"a master's CPU per pair: our acquire and release scripts × the floor", "",
+		metric(cpu, "redlock-scripts/floor"), nil, "%.2f×"},
+	{"allocations per uncontended pair: the floor's (go-redis, 10 commands)", "",
+		metric(unc+"floor", "allocs/op"), nil, "%.0f"},
+	{"64 goroutines: the floor × bsm/redislock", "",
+		ratio(par+"bsm-1-node", "ns/op", par+"floor", "ns/op"), nil, "%.2f×"},
+	{"64 goroutines: redsync × bsm/redislock", "",
+		ratio(par+"bsm-1-node", "ns/op", par+"redsync", "ns/op"), nil, "%.2f×"},
+	{"64 goroutines: server commands per pair, redlock", "",
+		metric(par+"redlock", "srv-cmds/op"), nil, "%.1f"},
+	{"healthy: lock p99", "", metric(tails, "healthy-lock-p99-µs"), nil, "%.0f µs"},
+	{"hung master (black hole): lock p99 × healthy", "", metric(tails, "hung/healthy-lock-p99"), nil, "%.2f×"},
+	{"hung master: unlock p99", "",
+		func(r run) (float64, bool) { v, ok := r.get(tails, "hung-unlock-p99-µs"); return v / 1000, ok },
+		nil, "%.2f ms"},
+}
+
 func write(w io.Writer, runs []run) {
 	fmt.Fprintln(w, "| row | goal | runs | median | holds |")
 	fmt.Fprintln(w, "| --- | --- | --- | --- | --- |")
@@ -165,6 +207,27 @@ func write(w io.Writer, runs []run) {
 			}
 		}
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", rw.name, rw.goal, strings.Join(cells, ", "), med, holds)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| bound, same runs | runs | median |")
+	fmt.Fprintln(w, "| --- | --- | --- |")
+	for _, rw := range bounds {
+		var vals []float64
+		var cells []string
+		for _, r := range runs {
+			v, ok := rw.figure(r)
+			if !ok {
+				cells = append(cells, "—")
+				continue
+			}
+			vals = append(vals, v)
+			cells = append(cells, fmt.Sprintf(rw.format, v))
+		}
+		med := "—"
+		if len(vals) > 0 {
+			med = fmt.Sprintf(rw.format, median(vals))
+		}
+		fmt.Fprintf(w, "| %s | %s | %s |\n", rw.name, strings.Join(cells, ", "), med)
 	}
 }
 
