@@ -4,7 +4,7 @@ GOLANGCI_LINT_VERSION := v2.15.0
 GOBIN := $(shell go env GOPATH)/bin
 GOLANGCI_LINT := $(GOBIN)/golangci-lint
 
-.PHONY: test check deps lint race fuzz model mutants bench bench-peers demo compose-smoke chaos-soak
+.PHONY: test check deps lint race fuzz model mutants bench bench-peers perf demo compose-smoke chaos-soak
 
 ## test: formatting, vet, lint, every test with the race detector (needs redis-server; installed when missing), fuzzing, the protocol model, mutants
 test: check race fuzz model mutants
@@ -89,6 +89,11 @@ bench:
 bench-peers:
 	scripts/ensure-redis.sh
 	cd bench/peers && go test -run '^$$' -bench . -benchmem -count 6 .
+
+## perf: the performance goals' table (docs/performance.md): three runs of the benchmarks each row reads, ratios within each run, medians (RUNS=n for another count)
+perf:
+	scripts/ensure-redis.sh
+	scripts/perf.sh
 
 demo:
 	go run ./cmd/redlock-demo

@@ -87,7 +87,7 @@ type acquireRound struct {
 }
 
 func (a *acquireRound) call(ctx context.Context, n *node) (ballot, error) {
-	b, err := n.acquire(ctx, a.l.holds[n.index], a.args)
+	b, err := n.acquire(ctx, a.l.holds[n.index], a.args, !a.take)
 	return a.acquired(n, b, err)
 }
 

@@ -54,11 +54,13 @@ func (n *node) refusedNotice() { n.noticesRefused.Store(time.Now().UnixNano()) }
 
 // acquire runs the acquire script for a.key, a.token and a.ttl: true when
 // the key now holds the token. When the key is set, the node publishes
-// a's notice.
-func (n *node) acquire(ctx context.Context, send master.SendCheck, a *roundArgs) (ballot, error) {
+// a's notice. quick says whether the request may go as the quick
+// acquisition (quickCmds): not Extend's, which asks a master to take a key
+// that may hold our token already.
+func (n *node) acquire(ctx context.Context, send master.SendCheck, a *roundArgs, quick bool) (ballot, error) {
 	k := n.known.Load()
 	cmd := n.acquireCmd(a, k)
-	if n.pipe == nil {
+	if n.pipe == nil || !quick {
 		return n.acquireReply(n.eval(ctx, send, master.LateSend{}, cmd), k)
 	}
 	b, err, decided := n.acquireAnswer(n.pipe.DoQuick(ctx, send, master.LateSend{}, cmd, n.quickCmds(a, k)), k, a)
@@ -147,8 +149,8 @@ func (n *node) acquireAnswer(cmd driver.Reply, k *knownMemory, a *roundArgs) (b 
 // (lua/memory.lua).
 func parseMarker(v string) (born, longest int64, ok bool) {
 	b, l, found := strings.Cut(v, " ")
-	if !found {
-		return 0, 0, false
+	if !found || !digits(b) || !digits(l) {
+		return 0, 0, false // as memory.lua's '^(%d+) (%d+)$' reads it: not a memory
 	}
 	born, err1 := strconv.ParseInt(b, 10, 64)
 	longest, err2 := strconv.ParseInt(l, 10, 64)
@@ -392,4 +394,14 @@ func (n *node) isCluster() bool { return n.inSlot }
 // the key on that master for its whole TTL.
 func (c *Client) keep(ttl time.Duration) master.LateSend {
 	return master.LateSend{Until: time.Now().Add(ttl), Wait: c.nodeTimeout(ttl)}
+}
+
+// digits reports whether s is one or more decimal digits.
+func digits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
 }

@@ -272,3 +272,18 @@ func TestAQuickAcquisitionLongerThanTheMarkersTTLIsAskedAgain(t *testing.T) {
 		}
 	}
 }
+
+// TestParseMarkerReadsWhatMemoryLuaReads: the quick acquisition reads a
+// marker as lua/memory.lua does ('^(%d+) (%d+)$'): anything else is not a
+// memory, and the script answers.
+func TestParseMarkerReadsWhatMemoryLuaReads(t *testing.T) {
+	for v, want := range map[string]bool{
+		"1700000000000 30000": true, "0 0": true,
+		"+1700000000000 30000": false, "1700000000000 +30000": false, "-1 5": false,
+		"1700000000000": false, " 5": false, "5 ": false, "1 2 3": false, "": false, "0x10 5": false,
+	} {
+		if _, _, ok := parseMarker(v); ok != want {
+			t.Errorf("parseMarker(%q) ok = %v, want %v", v, ok, want)
+		}
+	}
+}
