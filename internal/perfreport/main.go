@@ -130,7 +130,7 @@ const (
 
 var rows = []row{
 	{"64 goroutines, distinct keys: pairs/s × bsm/redislock on one master", "≥ 0.65×",
-		ratio(par+"bsm-1-node", "ns/op", par+"redlock", "ns/op"), atLeast(0.65), "%.2f×"},
+		ratio(par+"bsm-1-node", "ns/op", par+"redlock", "ns/op"), atLeast(0.65), "%.3f×"},
 	{"uncontended pair p50 × the bare floor (restart guard on)", "≤ 1.10×",
 		ratio(unc+"redlock", "p50-µs", unc+"floor", "p50-µs"), atMost(1.10), "%.2f×"},
 	{"8 processes on one key: acquisitions/s × the pub/sub oracle", "≥ 0.97×",
