@@ -24,7 +24,7 @@ import (
 //   - redlock: what an uncontended Lock and Unlock send, with the restart
 //     guard's marker known (the path almost every acquisition takes): the
 //     quick acquisition (SET NX PX, with one GET of the marker after the
-//     batch's SETs; the engine's node.go), then the release script, with
+//     batch's SETs; the engine's quick.go), then the release script, with
 //     a notice channel and quiet, as Unlock sends it;
 //   - redlock-scripts: the acquire script instead of the quick
 //     acquisition (what it costs when it must answer), then the release;

@@ -105,7 +105,7 @@ func (a *acquireRound) reply(t *nodeTask, cmd driver.Reply) (ballot, error) {
 	b, err, decided := t.n.acquireAnswer(cmd, t.known, a.args)
 	if !decided {
 		// The quick SET went out: the script's answer ends this call, sent
-		// whatever the round decides meanwhile (node.go's quickCmds).
+		// whatever the round decides meanwhile (quick.go's quickCmds).
 		t.n.pipe.Start(t.ctx, nil, master.LateSend{}, t.n.acquireCmd(a.args, t.known), t)
 		return ballot{}, errAskedAgain
 	}

@@ -36,7 +36,7 @@ type roundArgs struct {
 	quick     [2][2][]any // quickSet's commands, made once: [0] alone, [1] with the marker's GET
 }
 
-// quickSet is the quick acquisition's commands (node.go's quickCmds): SET
+// quickSet is the quick acquisition's commands (quick.go's quickCmds): SET
 // key token NX PX ttl, then marker when not nil (the same for every master
 // of the round), made once for the round.
 func (a *roundArgs) quickSet(marker []any) *[2][]any {

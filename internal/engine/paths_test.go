@@ -86,7 +86,7 @@ func (h *scriptHook) matches(cmd redis.Cmder) bool {
 		return false
 	}
 	if h.script == script.Acquire && isQuickSet(args) {
-		// The quick acquisition (node.go's quickCmds) stands for the
+		// The quick acquisition (quick.go's quickCmds) stands for the
 		// acquire script: its token and TTL are the script's ARGV[1..2].
 		return h.match == nil || h.match([]any{args[2], args[5]})
 	}

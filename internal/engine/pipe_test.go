@@ -46,7 +46,7 @@ func (b *batchRecorder) record(cmds []redis.Cmder) {
 		case len(args) > 3 && strings.HasPrefix(fmt.Sprint(args[0]), "eval"):
 			b.keys = append(b.keys, fmt.Sprint(args[3]))
 			scripts++
-		case isQuickSet(args): // a request of the quick acquisition (node.go)
+		case isQuickSet(args): // a request of the quick acquisition (quick.go)
 			b.keys = append(b.keys, fmt.Sprint(args[1]))
 			scripts++
 		}

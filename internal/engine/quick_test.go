@@ -14,7 +14,7 @@ import (
 	"github.com/redlock-go/redlock/internal/script"
 )
 
-// The quick acquisition (node.go's quickCmds, Q1 and Q2 there) on real
+// The quick acquisition (quick.go's quickCmds, Q1 and Q2 there) on real
 // masters. Its commands go only in a batch shared with other requests, so
 // each test makes one: quickBatch holds the first attempt's requests on
 // their way to every master, queues the others' behind them, and lets all

@@ -292,24 +292,24 @@ var table4 = []mutant{
 		to:      "	case true:\n",
 		killers: "TestModelMastersAnswerAsRedisDoes",
 	},
-	// The quick acquisition (engine/node.go's quickCmds, Q1 and Q2).
+	// The quick acquisition (engine/quick.go's quickCmds, Q1 and Q2).
 	{
 		name:    "quick-acquisition-counts-a-refused-set",
-		file:    "internal/engine/node.go",
+		file:    "internal/engine/quick.go",
 		from:    "\tif v[0] != \"OK\" {\n",
 		to:      "\tif false {\n",
 		killers: "TestQuickAcquisitionsInABatchHoldTheirKeys",
 	},
 	{
 		name:    "quick-acquisition-trusts-any-marker",
-		file:    "internal/engine/node.go",
+		file:    "internal/engine/quick.go",
 		from:    "born != k.born || longest < a.ttl.(int64) {\n\t\treturn ballot{}, nil, false\n\t}\n\treturn ballot{yes: true, mem: n.memory(k, -2, longest, born)}",
 		to:      "longest < a.ttl.(int64) {\n\t\treturn ballot{}, nil, false\n\t}\n\t_ = born\n\treturn ballot{yes: true, mem: n.memory(k, -2, longest, k.born)}",
 		killers: "TestAQuickAcquisitionInAnotherMemoryIsAskedAgain",
 	},
 	{
 		name:    "quick-acquisition-ignores-the-longest-ttl",
-		file:    "internal/engine/node.go",
+		file:    "internal/engine/quick.go",
 		from:    " || longest < a.ttl.(int64) {",
 		to:      " {",
 		killers: "TestAQuickAcquisitionLongerThanTheMarkersTTLIsAskedAgain",
