@@ -321,4 +321,12 @@ var table4 = []mutant{
 		to:      "\tif shared != nil {\n\t\tcmds = append([][]any{shared}, cmds...)\n\t\tfor i := range at {\n\t\t\tat[i]++\n\t\t}\n\t}\n",
 		killers: "TestQuickAcquisitionsInABatchHoldTheirKeys",
 	},
+	{
+		name:    "quick-reply-reads-the-wrong-marker",
+		file:    "internal/master/sender.go",
+		from:    "\t\t\tr.reply = Pair(reply(at[i]), reply(len(cmds)-1))\n",
+		to:      "\t\t\tr.reply = Pair(reply(at[i]), reply(at[i]+1))\n",
+		killers: "TestPipelineSendsQuickCommandsAndMapsTheirReplies",
+		pkg:     "internal/master",
+	},
 }
