@@ -193,12 +193,7 @@ func subscribed(t *testing.T, r *realNodes, channel string) {
 // of the scripts' commands gets a clear per-node error, never a lock.
 func TestACLWithoutAScriptCommandIsAnErrorNotALock(t *testing.T) {
 	r := startReal(t, 5)
-	var rules []string
-	for _, rule := range aclWithoutNotices {
-		if rule != "+pttl" {
-			rules = append(rules, rule)
-		}
-	}
+	rules := slices.DeleteFunc(slices.Clone(aclWithoutNotices), func(r string) bool { return r == "+pttl" })
 	c, err := New(r.aclClients("app", rules...), WithoutNotices())
 	if err != nil {
 		t.Fatal(err)
@@ -346,12 +341,7 @@ func wokenByRelease(t *testing.T, nodes, waiterNodes []redis.UniversalClient, wi
 // logs record the refused MGET; docs/operations.md's rule grants it.
 func TestARuleWithoutMGETStillReleases(t *testing.T) {
 	r := startReal(t, 5)
-	var rules []string
-	for _, rule := range aclWithoutNotices {
-		if rule != "+mget" {
-			rules = append(rules, rule)
-		}
-	}
+	rules := slices.DeleteFunc(slices.Clone(aclWithoutNotices), func(r string) bool { return r == "+mget" })
 	c, err := New(r.aclClients("app", rules...), WithoutNotices())
 	if err != nil {
 		t.Fatal(err)

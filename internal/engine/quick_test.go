@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -65,37 +64,17 @@ func quickBatch(t *testing.T, r *realNodes, c *Client, ttl time.Duration, keys .
 	return locks
 }
 
-// awaitCalls waits until l's acquire call on every master returned (settle
-// waits for the Client's every call, the test's next ones too).
-func awaitCalls(t *testing.T, l *Lock) {
+// learnMemories makes c learn every master's memory, as a Client that has
+// locked before knows it: a lock of ttl, and its release.
+func learnMemories(t *testing.T, c *Client, ttl time.Duration) {
 	t.Helper()
-	for _, h := range l.holds {
-		within(t, scaled(5*time.Second), "the acquire calls", func() bool {
-			h.mu.Lock()
-			done := h.doneChan()
-			h.mu.Unlock()
-			<-done
-			return true
-		})
-	}
-}
-
-// commandCalls returns how many times master i ran cmd (INFO commandstats).
-func (r *realNodes) commandCalls(i int, cmd string) int {
-	r.t.Helper()
-	info, err := r.admin[i].Info(bg, "commandstats").Result()
+	l, err := c.TryLock(bg, "warm", ttl)
 	if err != nil {
-		r.t.Fatal(err)
+		t.Fatal(err)
 	}
-	for _, line := range strings.Split(info, "\r\n") {
-		rest, ok := strings.CutPrefix(line, "cmdstat_"+cmd+":calls=")
-		if !ok {
-			continue
-		}
-		n, _ := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
-		return n
+	if err := l.Unlock(bg); err != nil {
+		t.Fatal(err)
 	}
-	return 0
 }
 
 // TestQuickAcquisitionsInABatchHoldTheirKeys: attempts that share a batch
@@ -111,14 +90,10 @@ func TestQuickAcquisitionsInABatchHoldTheirKeys(t *testing.T) {
 				opts = append(opts, WithRestartGuard(0))
 			}
 			c := r.client(opts...)
-			warm, err := c.TryLock(bg, "warm", time.Minute) // the Client learns each memory
-			if err != nil {
-				t.Fatal(err)
-			}
-			_ = warm.Unlock(bg)
-			sets := make([]int, len(r.admin))
+			learnMemories(t, c, time.Minute)
+			sets := make([]int64, len(r.admin))
 			for i := range r.admin {
-				sets[i] = r.commandCalls(i, "set")
+				sets[i] = commandCalls(t, r.admin[i], "set")
 			}
 			for i := range r.admin {
 				r.take(i, "held", "another", time.Minute)
@@ -127,6 +102,7 @@ func TestQuickAcquisitionsInABatchHoldTheirKeys(t *testing.T) {
 			hookAll(r.clients, order)
 			keys := []string{"q0", "q1", "held", "q3"}
 			locks := quickBatch(t, r, c, time.Minute, keys...)
+			settle(c) // every master's answer in, the scripts asked after quick replies too
 			order.check(t, guard)
 			for i, l := range locks {
 				if keys[i] == "held" {
@@ -141,13 +117,12 @@ func TestQuickAcquisitionsInABatchHoldTheirKeys(t *testing.T) {
 				if l == nil {
 					t.Fatalf("TryLock(%s) failed", keys[i])
 				}
-				awaitCalls(t, l)
 				if n := r.count(keys[i], l.Token()); n != len(r.admin) {
 					t.Errorf("%s holds its token on %d masters, want %d", keys[i], n, len(r.admin))
 				}
 			}
 			for i := range r.admin {
-				if got := r.commandCalls(i, "set") - sets[i]; got < len(keys)-1 {
+				if got := commandCalls(t, r.admin[i], "set") - sets[i]; got < int64(len(keys)-1) {
 					t.Errorf("master %d ran %d SETs, want the %d batched attempts' quick SETs at least", i, got, len(keys)-1)
 				}
 			}
@@ -215,11 +190,7 @@ func (o *quickOrder) check(t *testing.T, guard bool) {
 func TestAQuickAcquisitionInAnotherMemoryIsAskedAgain(t *testing.T) {
 	r := startReal(t, 5)
 	c := r.client()
-	warm, err := c.TryLock(bg, "warm", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = warm.Unlock(bg)
+	learnMemories(t, c, time.Minute)
 	old := c.nodes[0].known.Load()
 	if old == nil {
 		t.Fatal("the Client learned no memory of master 0")
@@ -238,10 +209,9 @@ func TestAQuickAcquisitionInAnotherMemoryIsAskedAgain(t *testing.T) {
 			t.Fatalf("TryLock %d failed: four masters remember further back", i)
 		}
 	}
+	settle(c)                     // master 0's answers in
 	for i, l := range locks[1:] { // the batched ones
-		h := l.holds[0]
-		awaitCalls(t, l)
-		if got := h.born.Load(); got != born {
+		if got := l.holds[0].born.Load(); got != born {
 			t.Errorf("batched lock %d: master 0's memory %d, want %d (the new marker's): a quick reply counted it as the memory the Client knew", i+1, got, born)
 		}
 	}
@@ -254,11 +224,7 @@ func TestAQuickAcquisitionInAnotherMemoryIsAskedAgain(t *testing.T) {
 func TestAQuickAcquisitionLongerThanTheMarkersTTLIsAskedAgain(t *testing.T) {
 	r := startReal(t, 5)
 	c := r.client()
-	warm, err := c.TryLock(bg, "warm", time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = warm.Unlock(bg)
+	learnMemories(t, c, time.Second)
 	ttl := time.Minute
 	quickBatch(t, r, c, ttl, "q0", "q1", "q2")
 	for i, a := range r.admin {
@@ -284,6 +250,37 @@ func TestParseMarkerReadsWhatMemoryLuaReads(t *testing.T) {
 	} {
 		if _, _, ok := parseMarker(v); ok != want {
 			t.Errorf("parseMarker(%q) ok = %v, want %v", v, ok, want)
+		}
+	}
+}
+
+// TestAQuickAcquisitionOnAMasterAtMaxmemoryCountsNoVote: a master at
+// maxmemory (noeviction) answers a batched quick SET with OOM: that call
+// fails, no vote and no key there, and the attempts hold on the four
+// others.
+func TestAQuickAcquisitionOnAMasterAtMaxmemoryCountsNoVote(t *testing.T) {
+	r := startReal(t, 5)
+	c := r.client()
+	learnMemories(t, c, time.Minute)
+	if err := r.admin[0].ConfigSet(bg, "maxmemory-policy", "noeviction").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.admin[0].ConfigSet(bg, "maxmemory", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	keys := []string{"q0", "q1", "q2", "q3"}
+	locks := quickBatch(t, r, c, time.Minute, keys...)
+	settle(c)
+	for i, l := range locks {
+		if l == nil {
+			t.Fatalf("TryLock(%s) failed: four masters have room", keys[i])
+		}
+		vs := r.values(keys[i])
+		if vs[0] != "" {
+			t.Errorf("%s: master 0, at maxmemory, holds %q", keys[i], vs[0])
+		}
+		if n := r.count(keys[i], l.Token()); n != len(r.admin)-1 {
+			t.Errorf("%s holds its token on %d masters, want the %d with room", keys[i], n, len(r.admin)-1)
 		}
 	}
 }

@@ -186,17 +186,7 @@ func write(w io.Writer, runs []run) {
 	fmt.Fprintln(w, "| row | goal | runs | median | holds |")
 	fmt.Fprintln(w, "| --- | --- | --- | --- | --- |")
 	for _, rw := range rows {
-		var vals []float64
-		var cells []string
-		for _, r := range runs {
-			v, ok := rw.figure(r)
-			if !ok {
-				cells = append(cells, "—")
-				continue
-			}
-			vals = append(vals, v)
-			cells = append(cells, fmt.Sprintf(rw.format, v))
-		}
+		vals, cells := rw.figures(runs)
 		med, holds := "—", "—"
 		if len(vals) > 0 {
 			m := median(vals)
@@ -212,23 +202,28 @@ func write(w io.Writer, runs []run) {
 	fmt.Fprintln(w, "| bound, same runs | runs | median |")
 	fmt.Fprintln(w, "| --- | --- | --- |")
 	for _, rw := range bounds {
-		var vals []float64
-		var cells []string
-		for _, r := range runs {
-			v, ok := rw.figure(r)
-			if !ok {
-				cells = append(cells, "—")
-				continue
-			}
-			vals = append(vals, v)
-			cells = append(cells, fmt.Sprintf(rw.format, v))
-		}
+		vals, cells := rw.figures(runs)
 		med := "—"
 		if len(vals) > 0 {
 			med = fmt.Sprintf(rw.format, median(vals))
 		}
 		fmt.Fprintf(w, "| %s | %s | %s |\n", rw.name, strings.Join(cells, ", "), med)
 	}
+}
+
+// figures returns rw's figure in each run that has it, and a cell per run,
+// "—" where it has none.
+func (rw row) figures(runs []run) (vals []float64, cells []string) {
+	for _, r := range runs {
+		v, ok := rw.figure(r)
+		if !ok {
+			cells = append(cells, "—")
+			continue
+		}
+		vals = append(vals, v)
+		cells = append(cells, fmt.Sprintf(rw.format, v))
+	}
+	return vals, cells
 }
 
 func median(vs []float64) float64 {
