@@ -7,7 +7,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -15,6 +18,7 @@ import (
 	"unsafe"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redlock-go/redlock/internal/redistest"
 )
 
 // BenchmarkContendedProcesses is BenchmarkContended with each of the 8
@@ -33,6 +37,12 @@ import (
 // processes):
 //
 //	cd bench/peers && go test -run '^$' -bench ContendedProcesses -benchtime 3000x .
+//
+// Besides the waits and turns it reports, per acquisition, the workers'
+// CPU and read and write system calls and the masters' CPU, and how many
+// masters held the holder's key on average (sampleWidth). With
+// PEERS_PROFILE set to a directory, each worker writes its CPU profile
+// there.
 func BenchmarkContendedProcesses(b *testing.B) {
 	checkHoldFlag(b)
 	for _, im := range procImpls {
@@ -56,6 +66,8 @@ func BenchmarkContendedProcesses(b *testing.B) {
 				p.await("ready")
 			}
 			srv := serverCommands(b, servers)
+			cpu := serversCPU(b, servers)
+			width := sampleWidth(servers, "contended")
 			b.ResetTimer()
 			for _, p := range procs {
 				p.send("go")
@@ -66,9 +78,13 @@ func BenchmarkContendedProcesses(b *testing.B) {
 				all.Waits = append(all.Waits, r.Waits...)
 				all.Turns = append(all.Turns, r.Turns...)
 				all.Held += r.Held
+				all.CPU += r.CPU
+				all.Syscalls += r.Syscalls
 			}
 			b.StopTimer()
-			cmds := srv() // before the workers' Close: a Client's clean-up is not a turn's
+			masters, gets := width()
+			cmds := srv() - gets // before the workers' Close: a Client's clean-up is not a turn's
+			srvCPU := cpu()
 			for _, p := range procs {
 				p.quit()
 			}
@@ -76,7 +92,74 @@ func BenchmarkContendedProcesses(b *testing.B) {
 				b.Fatal("no acquisition")
 			}
 			reportContention(b, all.Waits, all.Turns, all.Held, cmds)
+			n := float64(len(all.Waits))
+			b.ReportMetric(float64(all.CPU.Microseconds())/n, "cli-cpu-µs/acq")
+			b.ReportMetric(float64(all.Syscalls)/n, "cli-rw-calls/acq")
+			b.ReportMetric(srvCPU*1e6/n, "srv-cpu-µs/acq")
+			b.ReportMetric(masters, "holding-masters")
 		})
+	}
+}
+
+// sampleWidth reads key on every master at once, every widthEvery, until
+// the function it returns is called; that returns how many masters held
+// the value most of them held, on average over the samples where one held
+// any (how wide the holders' keys are: a turn told by the fastest majority
+// of five needs more than three), and the GETs it sent, which are no
+// locker's.
+func sampleWidth(servers []*redistest.Server, key string) func() (float64, int64) {
+	const widthEvery = 10 * time.Millisecond
+	admins := make([]*redis.Client, len(servers))
+	for i, s := range servers {
+		admins[i] = s.Client(nil)
+	}
+	stop, done := make(chan struct{}), make(chan struct{})
+	var sum, samples, gets int64
+	go func() {
+		defer close(done)
+		t := time.NewTicker(widthEvery)
+		defer t.Stop()
+		cmds := make([]*redis.StringCmd, len(admins))
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+			}
+			var wg sync.WaitGroup
+			for i, a := range admins {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					cmds[i] = a.Get(bg, key)
+				}()
+			}
+			wg.Wait()
+			gets += int64(len(admins))
+			held := map[string]int64{}
+			var most int64
+			for _, c := range cmds {
+				if v, err := c.Result(); err == nil {
+					held[v]++
+					most = max(most, held[v])
+				}
+			}
+			if most > 0 {
+				sum += most
+				samples++
+			}
+		}
+	}()
+	return func() (float64, int64) {
+		close(stop)
+		<-done
+		for _, a := range admins {
+			_ = a.Close()
+		}
+		if samples == 0 {
+			return 0, gets
+		}
+		return float64(sum) / float64(samples), gets
 	}
 }
 
@@ -129,7 +212,30 @@ func (s *shared) word(i int) *atomic.Int64 {
 type workerReport struct {
 	Waits, Turns []time.Duration
 	Held         time.Duration // the holds' total
+	CPU          time.Duration // the worker's CPU, user and system, from go to its report
+	Syscalls     int64         // its read and write system calls (/proc/self/io) meanwhile
 	Err          string
+}
+
+// usage is the process's CPU so far, user and system, and its read and
+// write system calls (0 where /proc/self/io cannot be read).
+func usage() (time.Duration, int64) {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	cpu := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	io, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		return cpu, 0
+	}
+	var calls int64
+	for _, line := range strings.Split(string(io), "\n") {
+		k, v, ok := strings.Cut(line, ": ")
+		if ok && (k == "syscr" || k == "syscw") {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			calls += n
+		}
+	}
+	return cpu, calls
 }
 
 // A workerProc is a worker process and its pipes.
@@ -236,6 +342,18 @@ func TestContendedWorker(t *testing.T) {
 	if !in.Scan() {
 		t.Fatal("no go")
 	}
+	cpu0, calls0 := usage()
+	if dir := os.Getenv("PEERS_PROFILE"); dir != "" {
+		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("%s-%d.prof", impl, os.Getpid())))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		defer pprof.StopCPUProfile()
+	}
 	for {
 		start := time.Now()
 		release, err := lk.wait(bg, "contended")
@@ -262,6 +380,8 @@ func TestContendedWorker(t *testing.T) {
 			break
 		}
 	}
+	cpu1, calls1 := usage()
+	r.CPU, r.Syscalls = cpu1-cpu0, calls1-calls0
 	js, _ := json.Marshal(r)
 	fmt.Printf("report %s\n", js)
 	in.Scan() // quit: the locker's Close (deferred) is no part of the count

@@ -170,6 +170,24 @@ func freed(cmds []redis.Cmder, pairs int) error {
 	return nil
 }
 
+// serversCPU returns a function that tells the servers' main threads' CPU
+// since it was called, in seconds.
+func serversCPU(b *testing.B, servers []*redistest.Server) func() float64 {
+	admins := make([]*redis.Client, len(servers))
+	for i, s := range servers {
+		admins[i] = s.Client(nil)
+	}
+	sum := func() float64 {
+		var t float64
+		for _, a := range admins {
+			t += serverCPU(b, a)
+		}
+		return t
+	}
+	start := sum()
+	return func() float64 { return sum() - start }
+}
+
 // serverCPU returns the server's main thread's CPU so far, in seconds
 // (Redis ≥ 6.2; the whole process's before).
 func serverCPU(b *testing.B, c *redis.Client) float64 {
