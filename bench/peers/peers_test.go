@@ -21,8 +21,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -40,6 +38,7 @@ import (
 
 	"github.com/redlock-go/redlock"
 	"github.com/redlock-go/redlock/internal/redistest"
+	"github.com/redlock-go/redlock/internal/script"
 )
 
 const ttl = 10 * time.Second
@@ -486,27 +485,17 @@ func newScriptedFloor(clients []redis.UniversalClient) locker {
 	return f
 }
 
-// wantedSuffix ends a lock key's wanted key, as internal/script names it: redlock's
-// scripts declare it beside the key.
-const wantedSuffix = ":redlock-wanted"
-
-// redlock's scripts, from its sources (internal/script puts them together alike).
-var (
-	redlockAcquire = redis.NewScript(luaSource("token.lua", "memory.lua", "acquire.lua"))
-	redlockRelease = redis.NewScript(luaSource("token.lua", "release.lua"))
+// The names of redlock's keys beside a lock key: its scripts declare them.
+const (
+	wantedSuffix = script.WantedSuffix
+	memoryMarker = script.PlainMarkerKey
 )
 
-func luaSource(files ...string) string {
-	var src strings.Builder
-	for _, f := range files {
-		b, err := os.ReadFile(filepath.Join("..", "..", "internal", "script", "lua", f))
-		if err != nil {
-			panic(err)
-		}
-		src.Write(b)
-	}
-	return src.String()
-}
+// redlock's scripts, as it sends them.
+var (
+	redlockAcquire = script.Acquire.Script
+	redlockRelease = script.Release.Script
+)
 
 func newFloor(clients []redis.UniversalClient) locker {
 	return &floor{clients: clients, quorum: len(clients)/2 + 1}

@@ -147,9 +147,6 @@ const serverCPURound = 2500
 // serverCPUBatch is how many pairs go in one pipeline.
 const serverCPUBatch = 25
 
-// memoryMarker is the restart guard's memory marker on a plain master.
-const memoryMarker = "redlock:memory"
-
 // freed checks that the last command of each of the pairs in cmds reports
 // its key deleted: every pair then found its key free, and no row measures
 // refusals.

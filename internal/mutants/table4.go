@@ -329,4 +329,28 @@ var table4 = []mutant{
 		killers: "TestPipelineSendsQuickCommandsAndMapsTheirReplies",
 		pkg:     "internal/master",
 	},
+	{
+		name:    "every-script-given-every-helper",
+		file:    "internal/script/prelude.go",
+		from:    "\t\tif used[i] {\n",
+		to:      "\t\tif used[i] || true {\n",
+		killers: "TestAScriptIsGivenNoHelperItDoesNotCall",
+		pkg:     "internal/script",
+	},
+	{
+		name:    "helpers-calls-not-followed",
+		file:    "internal/script/prelude.go",
+		from:    "\t\t\t\ttext += code(h.src)\n",
+		to:      "\t\t\t\t_ = h.src\n",
+		killers: "TestEachScriptDefinesExactlyTheHelpersItCalls|TestPreludeFollowsTheHelpersCalls",
+		pkg:     "internal/script",
+	},
+	{
+		name:    "a-field-taken-for-a-helper-call",
+		file:    "internal/script/prelude.go",
+		from:    "if at == 0 || !strings.ContainsRune(",
+		to:      "if true || !strings.ContainsRune(",
+		killers: "TestPreludeFollowsTheHelpersCalls",
+		pkg:     "internal/script",
+	},
 }

@@ -15,8 +15,8 @@ import (
 
 var (
 	// tokenLua defines ours(), which every script compares a key's value
-	// with a token by, and the wanted keys' fingerprint(), wanted() and
-	// mark().
+	// with a token by, the wanted keys' fingerprint(), named(), wanted()
+	// and mark(), and publish().
 	//go:embed lua/token.lua
 	tokenLua string
 
@@ -28,58 +28,58 @@ var (
 	//go:embed lua/acquire.lua
 	acquireLua string
 	// Acquire takes the key for a token, or names its holder.
-	Acquire = newLuaScript(tokenLua + memoryLua + acquireLua)
+	Acquire = withHelpers(acquireLua)
 
 	//go:embed lua/release.lua
 	releaseLua string
 	// Release deletes the key where it holds the token.
-	Release = newLuaScript(tokenLua + releaseLua)
+	Release = withHelpers(releaseLua)
 
 	//go:embed lua/handoff.lua
 	handoffLua string
 	// HandOff replaces our token with the next holder's.
-	HandOff = newLuaScript(tokenLua + memoryLua + handoffLua)
+	HandOff = withHelpers(handoffLua)
 
 	//go:embed lua/extend.lua
 	extendLua string
 	// Extend sets the key's TTL where it holds the token, or repairs it.
-	Extend = newLuaScript(tokenLua + memoryLua + extendLua)
+	Extend = withHelpers(extendLua)
 
 	//go:embed lua/fence.lua
 	fenceLua string
 	// Fence draws the key's next fencing token.
-	Fence = newLuaScript(tokenLua + fenceLua)
+	Fence = withHelpers(fenceLua)
 
 	//go:embed lua/acquire_multi.lua
 	acquireMultiLua string
 	// AcquireMulti takes every key of a multi-key lock, or none.
-	AcquireMulti = newLuaScript(tokenLua + memoryLua + acquireMultiLua)
+	AcquireMulti = withHelpers(acquireMultiLua)
 
 	//go:embed lua/extend_multi.lua
 	extendMultiLua string
 	// ExtendMulti extends every key of a multi-key lock, or none.
-	ExtendMulti = newLuaScript(tokenLua + memoryLua + extendMultiLua)
+	ExtendMulti = withHelpers(extendMultiLua)
 
 	//go:embed lua/release_multi.lua
 	releaseMultiLua string
 	// ReleaseMulti releases every key of a multi-key lock that holds the token.
-	ReleaseMulti = newLuaScript(tokenLua + releaseMultiLua)
+	ReleaseMulti = withHelpers(releaseMultiLua)
 
 	//go:embed lua/fence_multi.lua
 	fenceMultiLua string
 	// FenceMulti draws a multi-key lock's next fencing token.
-	FenceMulti = newLuaScript(tokenLua + fenceMultiLua)
+	FenceMulti = withHelpers(fenceMultiLua)
 
 	//go:embed lua/guard_check.lua
 	guardCheckLua string
 	// GuardCheck runs memory() alone, as New's check of the Client's
 	// rights to the marker (the engine's guard.go).
-	GuardCheck = newLuaScript(memoryLua + guardCheckLua)
+	GuardCheck = withHelpers(guardCheckLua)
 
 	//go:embed lua/inspect.lua
 	inspectLua string
 	// Inspect reads a key's value and TTL.
-	Inspect = newLuaScript(inspectLua)
+	Inspect = withHelpers(inspectLua)
 )
 
 // A Script is one of the scripts, with its SHA1 and its source boxed

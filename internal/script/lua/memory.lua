@@ -1,5 +1,5 @@
--- memory: the master's memory marker, for the restart guard. Prepended to
--- the scripts that vote (acquire, extend, handoff, and their multi-key
+-- memory: the master's memory marker, for the restart guard. Given to the
+-- scripts that vote (acquire, extend, handoff, and their multi-key
 -- forms), and run alone by New to check the Client's rights (guard.go).
 --
 -- The marker ("redlock:memory" on a plain master) holds "<born> <ttl>":

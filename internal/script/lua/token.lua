@@ -1,6 +1,7 @@
 -- ours: whether v, a lock key's value, is token's. A lock key holds nothing
 -- or exactly its holder's token: no script writes anything else to it.
--- Prepended to every script.
+-- The functions of this file and memory.lua are the scripts' helpers: each
+-- script is given those it calls, prepended, and no other (prelude.go).
 local function ours(v, token)
   return v == token
 end
