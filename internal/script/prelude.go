@@ -37,11 +37,11 @@ func splitHelpers(src string) []helper {
 		}
 		block := rest[:end+len("\nend\n")]
 		rest = rest[len(block):]
-		defs := helperDef.FindAllStringSubmatch(block, -1)
-		if len(defs) != 1 || strings.TrimSpace(code(block[:strings.Index(block, defs[0][0])])) != "" {
+		defs := helperDef.FindAllStringSubmatchIndex(block, -1)
+		if len(defs) != 1 || strings.TrimSpace(code(block[:defs[0][0]])) != "" {
 			panic(fmt.Sprintf("script: a helper is not one function after its comment: %q", block))
 		}
-		hs = append(hs, helper{name: defs[0][1], src: block})
+		hs = append(hs, helper{name: block[defs[0][2]:defs[0][3]], src: block})
 	}
 	return hs
 }
