@@ -19,7 +19,7 @@ for i in $(seq 1 "$runs"); do
 		go test -run '^$' -benchmem -count 1 \
 			-bench '^Benchmark(Parallel|Uncontended)$/^(bsm-1-node|floor|floor-scripts|redsync|redlock)$' .
 		go test -run '^$' -count 1 -benchtime 3000x \
-			-bench '^BenchmarkContendedProcesses$/^(bsm-1-node|redsync|redlock|oracle-pubsub)$' .
+			-bench '^BenchmarkContendedProcesses$/^(bsm-1-node|redsync|redlock|oracle-pubsub|oracle-pubsub-line)$' .
 		go test -run '^$' -count 1 -benchtime 100000x -bench '^BenchmarkServerCPU$' .
 	) | tee -a "$f"
 	go test -run '^$' -count 1 -benchtime 3000x -bench '^BenchmarkTails$' ./internal/engine | tee -a "$f"

@@ -6,6 +6,8 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
@@ -30,11 +32,30 @@ type pubSubOracle struct {
 	me      int64       // this process's id
 	notes   chan notice // the masters' notices to this process: node, ticket
 	subs    []*redis.PubSub
+
+	// The line oracle's: the processes that announced the tickets after
+	// this process's own, as heard (nil: the pub/sub oracle, which reads
+	// them from the shared file), and the master its next announcement
+	// goes to.
+	line     *sync.Map // ticket → process
+	announce int
 }
 
+// The pub/sub line oracle is the pub/sub oracle whose holder learns which
+// process holds the next ticket only from the masters, as a lock across
+// machines must: each waiter announces its ticket and process once, by a
+// PUBLISH on the broadcast channel of one master (in turn), which every
+// process hears, and the holder keeps what it heard. Its line's order is
+// still free (the shared file's tickets), and a waiter never gives up, so
+// it withdraws nothing: one announcement per turn, the least a line heard
+// from the masters costs. A holder that has not heard its successor yet
+// moves the key on with a broadcast, as the pub/sub oracle does.
+
 // procImpls are the lockers of BenchmarkContendedProcesses: impls, and
-// the pub/sub oracle.
-var procImpls = append(slices.Clip(impls), impl{"oracle-pubsub", 5, newPubSubOracle, nil})
+// the pub/sub oracles.
+var procImpls = append(slices.Clip(impls),
+	impl{"oracle-pubsub", 5, newPubSubOracle, nil},
+	impl{"oracle-pubsub-line", 5, newPubSubLineOracle, nil})
 
 // A notice is one master's word that a ticket's turn has come.
 type notice struct {
@@ -73,6 +94,18 @@ return 0`)
 // its own channel and to the broadcast one on every master before the
 // worker says it is ready.
 func newPubSubOracle(clients []redis.UniversalClient) locker {
+	return newOracle(clients, false)
+}
+
+// newPubSubLineOracle makes a worker process's line oracle locker.
+func newPubSubLineOracle(clients []redis.UniversalClient) locker {
+	return newOracle(clients, true)
+}
+
+// An announcement on the broadcast channel: "want <ticket> <process>".
+const oracleWant = "want "
+
+func newOracle(clients []redis.UniversalClient, line bool) *pubSubOracle {
 	shm, err := mapShared(os.Getenv("PEERS_SHARED"))
 	if err != nil {
 		panic(err)
@@ -83,6 +116,9 @@ func newPubSubOracle(clients []redis.UniversalClient) locker {
 		shm:     shm,
 		me:      int64(os.Getpid()),
 		notes:   make(chan notice, 1024),
+	}
+	if line {
+		o.line = &sync.Map{}
 	}
 	for i, c := range clients {
 		ps := c.Subscribe(bg, o.channel(o.me), oracleBroadcast)
@@ -98,10 +134,19 @@ func newPubSubOracle(clients []redis.UniversalClient) locker {
 				if err != nil {
 					return // closed
 				}
-				if msg, ok := m.(*redis.Message); ok {
-					if t, err := strconv.ParseInt(msg.Payload, 10, 64); err == nil {
-						o.notes <- notice{i, t}
+				msg, ok := m.(*redis.Message)
+				if !ok {
+					continue
+				}
+				if want, ok := strings.CutPrefix(msg.Payload, oracleWant); ok {
+					t, p, _ := strings.Cut(want, " ")
+					ticket, err1 := strconv.ParseInt(t, 10, 64)
+					proc, err2 := strconv.ParseInt(p, 10, 64)
+					if err1 == nil && err2 == nil && o.line != nil {
+						o.line.Store(ticket, proc)
 					}
+				} else if t, err := strconv.ParseInt(msg.Payload, 10, 64); err == nil {
+					o.notes <- notice{i, t}
 				}
 			}
 		}()
@@ -126,7 +171,15 @@ func (o *pubSubOracle) try(context.Context, string) (func() error, error) {
 // has come; ticket 0 takes the key on every master.
 func (o *pubSubOracle) wait(ctx context.Context, key string) (func() error, error) {
 	t := o.shm.word(sharedTicket).Add(1) - 1
-	o.owner(t).Store(o.me)
+	if o.line == nil {
+		o.owner(t).Store(o.me)
+	} else if t > 0 {
+		c := o.clients[o.announce%len(o.clients)]
+		o.announce++
+		if err := c.Publish(ctx, oracleBroadcast, oracleWant+strconv.FormatInt(t, 10)+" "+strconv.FormatInt(o.me, 10)).Err(); err != nil {
+			return nil, err
+		}
+	}
 	if t == 0 {
 		f := &floor{clients: o.clients, quorum: o.quorum}
 		won, rest := f.round(func(c redis.UniversalClient) bool {
@@ -150,7 +203,9 @@ func (o *pubSubOracle) wait(ctx context.Context, key string) (func() error, erro
 			}
 		}
 	}
-	o.owner(t).Store(0)
+	if o.line == nil {
+		o.owner(t).Store(0)
+	}
 	return func() error { return o.release(key, t) }, nil
 }
 
@@ -160,7 +215,11 @@ func (o *pubSubOracle) wait(ctx context.Context, key string) (func() error, erro
 func (o *pubSubOracle) release(key string, t int64) error {
 	next := t + 1
 	ch := oracleBroadcast
-	if p := o.owner(next).Load(); p != 0 {
+	if o.line != nil {
+		if p, ok := o.line.LoadAndDelete(next); ok {
+			ch = o.channel(p.(int64))
+		}
+	} else if p := o.owner(next).Load(); p != 0 {
 		ch = o.channel(p)
 	}
 	f := &floor{clients: o.clients, quorum: o.quorum}

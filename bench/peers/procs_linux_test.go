@@ -33,7 +33,8 @@ import (
 // count is reached, before it closes its locker. The oracle, whose turns
 // pass through a channel in one process, does not take part; the pub/sub
 // oracle (oracle_linux_test.go), the least a turn heard from the masters
-// can cost, does. Run it with -benchtime Nx (every run starts 8
+// can cost, does, and so does the pub/sub line oracle, the least when the
+// holder also learns its successor from the masters. Run it with -benchtime Nx (every run starts 8
 // processes):
 //
 //	cd bench/peers && go test -run '^$' -bench ContendedProcesses -benchtime 3000x .

@@ -117,6 +117,11 @@ func metric(bench, unit string) func(run) (float64, bool) {
 	return func(r run) (float64, bool) { return r.get(bench, unit) }
 }
 
+// perThousand is a metric in thousands of its unit (µs as ms).
+func perThousand(bench, unit string) func(run) (float64, bool) {
+	return func(r run) (float64, bool) { v, ok := r.get(bench, unit); return v / 1000, ok }
+}
+
 func atLeast(x float64) func(float64) bool { return func(v float64) bool { return v >= x } }
 func atMost(x float64) func(float64) bool  { return func(v float64) bool { return v <= x } }
 
@@ -148,7 +153,7 @@ var rows = []row{
 	{"dead master: lock p99 × healthy", "≤ 1.5×",
 		metric(tails, "dead/healthy-lock-p99"), atMost(1.5), "%.2f×"},
 	{"dead master: unlock p99", "≤ 2 ms",
-		func(r run) (float64, bool) { v, ok := r.get(tails, "dead-unlock-p99-µs"); return v / 1000, ok },
+		perThousand(tails, "dead-unlock-p99-µs"),
 		atMost(2), "%.2f ms"},
 	{"allocations per uncontended pair", "≤ 100",
 		metric(unc+"redlock", "allocs/op"), atMost(100), "%.0f"},
@@ -163,6 +168,26 @@ var bounds = []row{
 		ratio(procs+"bsm-1-node", "ns/op", procs+"oracle-pubsub", "ns/op"), nil, "%.2f×"},
 	{"8 processes: the pub/sub oracle's wait p99", "",
 		metric(procs+"oracle-pubsub", "p99-wait-ms"), nil, "%.1f ms"},
+	{"8 processes: the line oracle (its line heard from the masters) × the pub/sub oracle", "",
+		ratio(procs+"oracle-pubsub", "ns/op", procs+"oracle-pubsub-line", "ns/op"), nil, "%.2f×"},
+	{"8 processes: redlock × the line oracle (acquisitions/s)", "",
+		ratio(procs+"oracle-pubsub-line", "ns/op", procs+"redlock", "ns/op"), nil, "%.2f×"},
+	{"8 processes: the workers' CPU per acquisition, redlock", "",
+		perThousand(procs+"redlock", "cli-cpu-µs/acq"), nil, "%.2f ms"},
+	{"8 processes: the workers' CPU per acquisition, the line oracle", "",
+		perThousand(procs+"oracle-pubsub-line", "cli-cpu-µs/acq"), nil, "%.2f ms"},
+	{"8 processes: the masters' CPU per acquisition, redlock", "",
+		perThousand(procs+"redlock", "srv-cpu-µs/acq"), nil, "%.2f ms"},
+	{"8 processes: the masters' CPU per acquisition, the line oracle", "",
+		perThousand(procs+"oracle-pubsub-line", "srv-cpu-µs/acq"), nil, "%.2f ms"},
+	{"8 processes: the workers' reads and writes per acquisition, redlock", "",
+		metric(procs+"redlock", "cli-rw-calls/acq"), nil, "%.0f"},
+	{"8 processes: the workers' reads and writes per acquisition, the line oracle", "",
+		metric(procs+"oracle-pubsub-line", "cli-rw-calls/acq"), nil, "%.0f"},
+	{"8 processes: masters holding the holder's key, redlock", "",
+		metric(procs+"redlock", "holding-masters"), nil, "%.1f"},
+	{"8 processes: masters holding the holder's key, the pub/sub oracle", "",
+		metric(procs+"oracle-pubsub", "holding-masters"), nil, "%.1f"},
 	{"a master's CPU per pair: the floor plus the marker's GET × the floor", "",
 		metric(cpu, "floor-guarded/floor"), nil, "%.2f×"},
 	{"a master's CPU per pair: our acquire and release scripts × the floor", "",
@@ -178,7 +203,7 @@ var bounds = []row{
 	{"healthy: lock p99", "", metric(tails, "healthy-lock-p99-µs"), nil, "%.0f µs"},
 	{"hung master (black hole): lock p99 × healthy", "", metric(tails, "hung/healthy-lock-p99"), nil, "%.2f×"},
 	{"hung master: unlock p99", "",
-		func(r run) (float64, bool) { v, ok := r.get(tails, "hung-unlock-p99-µs"); return v / 1000, ok },
+		perThousand(tails, "hung-unlock-p99-µs"),
 		nil, "%.2f ms"},
 }
 
