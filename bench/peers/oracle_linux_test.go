@@ -45,11 +45,13 @@ type pubSubOracle struct {
 // process holds the next ticket only from the masters, as a lock across
 // machines must: each waiter announces its ticket and process once, by a
 // PUBLISH on the broadcast channel of one master (in turn), which every
-// process hears, and the holder keeps what it heard. Its line's order is
-// still free (the shared file's tickets), and a waiter never gives up, so
-// it withdraws nothing: one announcement per turn, the least a line heard
-// from the masters costs. A holder that has not heard its successor yet
-// moves the key on with a broadcast, as the pub/sub oracle does.
+// process hears, and the holder keeps what it heard; once its turn came,
+// it withdraws the want the same way, as a lock whose waiters may give up
+// must tell every other holder-to-be (redlock's served withdrawal). Two
+// broadcasts per turn, heard by every process: the line redlock keeps,
+// and nothing else of it. Its order is still free (the shared file's
+// tickets). A holder that has not heard its successor yet moves the key
+// on with a broadcast, as the pub/sub oracle does.
 
 // procImpls are the lockers of BenchmarkContendedProcesses: impls, and
 // the pub/sub oracles.
@@ -142,7 +144,11 @@ func newOracle(clients []redis.UniversalClient, line bool) *pubSubOracle {
 					t, p, _ := strings.Cut(want, " ")
 					ticket, err1 := strconv.ParseInt(t, 10, 64)
 					proc, err2 := strconv.ParseInt(p, 10, 64)
-					if err1 == nil && err2 == nil && o.line != nil {
+					switch {
+					case err1 != nil || err2 != nil || o.line == nil:
+					case proc == 0:
+						o.line.Delete(ticket)
+					default:
 						o.line.Store(ticket, proc)
 					}
 				} else if t, err := strconv.ParseInt(msg.Payload, 10, 64); err == nil {
@@ -152,6 +158,19 @@ func newOracle(clients []redis.UniversalClient, line bool) *pubSubOracle {
 		}()
 	}
 	return o
+}
+
+// publishWant publishes, on the broadcast channel of the next master in
+// turn, that process proc waits for ticket t (0: no more), and returns the
+// PUBLISH's error when it comes.
+func (o *pubSubOracle) publishWant(t, proc int64) <-chan error {
+	c := o.clients[o.announce%len(o.clients)]
+	o.announce++
+	done := make(chan error, 1)
+	go func() {
+		done <- c.Publish(bg, oracleBroadcast, oracleWant+strconv.FormatInt(t, 10)+" "+strconv.FormatInt(proc, 10)).Err()
+	}()
+	return done
 }
 
 func (o *pubSubOracle) channel(proc int64) string {
@@ -174,9 +193,7 @@ func (o *pubSubOracle) wait(ctx context.Context, key string) (func() error, erro
 	if o.line == nil {
 		o.owner(t).Store(o.me)
 	} else if t > 0 {
-		c := o.clients[o.announce%len(o.clients)]
-		o.announce++
-		if err := c.Publish(ctx, oracleBroadcast, oracleWant+strconv.FormatInt(t, 10)+" "+strconv.FormatInt(o.me, 10)).Err(); err != nil {
+		if err := <-o.publishWant(t, o.me); err != nil {
 			return nil, err
 		}
 	}
@@ -205,6 +222,8 @@ func (o *pubSubOracle) wait(ctx context.Context, key string) (func() error, erro
 	}
 	if o.line == nil {
 		o.owner(t).Store(0)
+	} else if t > 0 {
+		o.publishWant(t, 0) // in the background, as redlock's served withdrawal
 	}
 	return func() error { return o.release(key, t) }, nil
 }

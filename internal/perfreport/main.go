@@ -168,7 +168,7 @@ var bounds = []row{
 		ratio(procs+"bsm-1-node", "ns/op", procs+"oracle-pubsub", "ns/op"), nil, "%.2f×"},
 	{"8 processes: the pub/sub oracle's wait p99", "",
 		metric(procs+"oracle-pubsub", "p99-wait-ms"), nil, "%.1f ms"},
-	{"8 processes: the line oracle (its line heard from the masters) × the pub/sub oracle", "",
+	{"8 processes: the line oracle (each want announced and withdrawn through the masters) × the pub/sub oracle", "",
 		ratio(procs+"oracle-pubsub", "ns/op", procs+"oracle-pubsub-line", "ns/op"), nil, "%.2f×"},
 	{"8 processes: redlock × the line oracle (acquisitions/s)", "",
 		ratio(procs+"oracle-pubsub-line", "ns/op", procs+"redlock", "ns/op"), nil, "%.2f×"},
