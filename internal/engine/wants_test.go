@@ -492,25 +492,50 @@ func missedWithdrawal(t *testing.T, r *realNodes, h, b, c *Client, slow *atomic.
 // round trip at a time, longer than Close waits. They go as one pipeline
 // per master. Here every single PUBLISH of the closing Client takes 2 s,
 // which a pipeline does not: withdrawn one at a time, the served want's
-// withdrawal lands long after the release.
+// withdrawal lands long after the release. The holder's Unlock comes once
+// Close's releases of the want's token have answered on every master: a
+// hand-off racing them could be deleted by one.
 func TestCloseReleasesServedWantsOnlyOnceTheirWithdrawalsLanded(t *testing.T) {
 	r := startReal(t, 5)
 	h := r.client()
 	c, deaf := deafClient(t, r)
 	slowPub := &publishDelay{delay: scaled(2 * time.Second), started: make(chan struct{}, 1)}
-	b := hookedClient(t, r, slowPub, []int{0, 1, 2, 3, 4})
+	var served atomic.Value // the served want's token, once Close releases it
+	served.Store("")
+	var released atomic.Int32 // Close's releases of it that answered
+	clients := make([]redis.UniversalClient, len(r.servers))
+	for i, s := range r.servers {
+		clients[i] = s.Client(nil)
+		clients[i].AddHook(slowPub)
+		clients[i].AddHook(&scriptHook{script: script.Release, match: func(argv []any) bool {
+			w := served.Load().(string)
+			return w != "" && slices.ContainsFunc(argv, func(a any) bool { return fmt.Sprint(a) == w })
+		}, after: func(context.Context) error {
+			released.Add(1)
+			return nil
+		}})
+	}
+	b, err := New(clients)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
 	const ttl = 10 * time.Second
 	w := missedWithdrawal(t, r, h, b, c, deaf, ttl)
 	l, err := c.Lock(bg, "k", ttl) // c holds the key as b closes
 	if err != nil {
 		t.Fatal(err)
 	}
-	releasing := make(chan struct{})
-	b.cfg.test.closeReleasing = func() { close(releasing) }
+	b.cfg.test.closeReleasing = func() { served.Store(w) } // its releases, not a sweep's before
 	slowPub.on.Store(true)
 	closed := make(chan error, 1)
 	go func() { closed <- b.Close() }()
-	within(t, scaled(10*time.Second), "Close's releases", func() struct{} { return <-releasing })
+	within(t, scaled(10*time.Second), "Close's releases on every master", func() bool {
+		for released.Load() < int32(len(r.servers)) {
+			time.Sleep(time.Millisecond) // the driver's replies: no signal reaches the test
+		}
+		return true
+	})
 	if err := l.Unlock(bg); err != nil { // a hand-off, unless c heard the withdrawal
 		t.Fatal(err)
 	}
