@@ -174,26 +174,15 @@ func (s *suite) pipeline(t *testing.T) {
 func (s *suite) pipelineOneConnection(t *testing.T) {
 	c := s.conn(t)
 	const workers, each = 16, 20
-	var wg sync.WaitGroup
-	errs := make(chan error, workers)
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range each {
-				r := c.DoMulti(context.Background(), []any{"client", "id"}, []any{"client", "id"})
-				if len(r) != 2 || r[0].Err != nil || r[1].Err != nil || r[0].Val != r[1].Val {
-					errs <- fmt.Errorf("DoMulti(CLIENT ID, CLIENT ID) = %#v: two connections", r)
-					return
-				}
+	inParallel(t, "pipelines", workers, func(int) error {
+		for range each {
+			r := c.DoMulti(context.Background(), []any{"client", "id"}, []any{"client", "id"})
+			if len(r) != 2 || r[0].Err != nil || r[1].Err != nil || r[0].Val != r[1].Val {
+				return fmt.Errorf("DoMulti(CLIENT ID, CLIENT ID) = %#v: two connections", r)
 			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+		}
+		return nil
+	})
 }
 
 // concurrent: one Conn used from many goroutines at once, plain commands
@@ -202,34 +191,22 @@ func (s *suite) concurrent(t *testing.T) {
 	c := s.conn(t)
 	do(t, c, "del", "dt:c")
 	const workers, each = 16, 50
-	var wg sync.WaitGroup
-	errs := make(chan error, workers)
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range each {
-				if w%2 == 0 {
-					if r := c.Do(context.Background(), "incr", "dt:c"); r.Err != nil {
-						errs <- r.Err
-						return
-					}
-					continue
+	inParallel(t, "concurrent commands", workers, func(w int) error {
+		for i := range each {
+			if w%2 == 0 {
+				if r := c.Do(context.Background(), "incr", "dt:c"); r.Err != nil {
+					return r.Err
 				}
-				for _, r := range c.DoMulti(context.Background(), []any{"incr", "dt:c"}, []any{"get", fmt.Sprint("dt:c:", w, i)}) {
-					if r.Err != nil && !errors.Is(r.Err, driver.ErrNil) {
-						errs <- r.Err
-						return
-					}
+				continue
+			}
+			for _, r := range c.DoMulti(context.Background(), []any{"incr", "dt:c"}, []any{"get", fmt.Sprint("dt:c:", w, i)}) {
+				if r.Err != nil && !errors.Is(r.Err, driver.ErrNil) {
+					return r.Err
 				}
 			}
-		}()
-	}
-	within(t, redistest.Scaled(20*time.Second), "concurrent commands", wg.Wait)
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+		}
+		return nil
+	})
 	if v := do(t, c, "get", "dt:c"); v != fmt.Sprint(workers*each) {
 		t.Fatalf("counter = %#v, want %d", v, workers*each)
 	}

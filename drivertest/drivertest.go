@@ -22,6 +22,7 @@ package drivertest
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -109,4 +110,30 @@ func do(t *testing.T, c driver.Conn, args ...any) any {
 func within(t *testing.T, d time.Duration, what string, f func()) {
 	t.Helper()
 	redistest.Within(t, d, what, func() struct{} { f(); return struct{}{} })
+}
+
+// inParallel runs work(0) to work(workers-1) at once, each in a goroutine
+// of its own, waits for all of them (what, within 20 s scaled), and fails
+// t, and ends it, with every error they returned.
+func inParallel(t *testing.T, what string, workers int, work func(w int) error) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := work(w); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	within(t, redistest.Scaled(20*time.Second), what, wg.Wait)
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
 }

@@ -5,7 +5,6 @@ package drivertest
 import (
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -165,34 +164,24 @@ func (s *suite) exclusion(t *testing.T) {
 	}
 
 	var inside atomic.Int32
-	var wg sync.WaitGroup
-	errs := make(chan error, 4)
-	for i, c := range []*redlock.Client{a, b, a, b} {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range 10 {
-				l, err := c.Lock(ctx(t), key, 10*time.Second)
-				if err != nil {
-					errs <- fmt.Errorf("worker %d: %w", i, err)
-					return
-				}
-				if n := inside.Add(1); n != 1 {
-					errs <- fmt.Errorf("worker %d: %d holders at once", i, n)
-				}
-				inside.Add(-1)
-				if err := l.Unlock(ctx(t)); err != nil {
-					errs <- fmt.Errorf("worker %d: %w", i, err)
-					return
-				}
+	workers := []*redlock.Client{a, b, a, b}
+	inParallel(t, "contending workers", len(workers), func(i int) error {
+		for range 10 {
+			l, err := workers[i].Lock(ctx(t), key, 10*time.Second)
+			if err != nil {
+				return fmt.Errorf("worker %d: %w", i, err)
 			}
-		}()
-	}
-	within(t, redistest.Scaled(20*time.Second), "contending workers", wg.Wait)
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
+			n := inside.Add(1)
+			inside.Add(-1)
+			if err := l.Unlock(ctx(t)); err != nil {
+				return fmt.Errorf("worker %d: %w", i, err)
+			}
+			if n != 1 {
+				return fmt.Errorf("worker %d: %d holders at once", i, n)
+			}
+		}
+		return nil
+	})
 }
 
 // waitSubscribed waits until a majority of the masters have a subscriber

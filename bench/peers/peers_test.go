@@ -320,10 +320,7 @@ func reportContention(b *testing.B, waits, turns []time.Duration, held time.Dura
 // ran since, counting those inside scripts (INFO commandstats), less the
 // INFO calls that read them.
 func serverCommands(b *testing.B, servers []*redistest.Server) func() int64 {
-	admins := make([]*redis.Client, len(servers))
-	for i, s := range servers {
-		admins[i] = s.Client(nil)
-	}
+	admins := redistest.Clients(servers)
 	count := func() int64 {
 		var n int64
 		for _, a := range admins {

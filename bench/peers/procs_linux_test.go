@@ -33,9 +33,9 @@ import (
 // count is reached, before it closes its locker. The oracle, whose turns
 // pass through a channel in one process, does not take part; the pub/sub
 // oracle (oracle_linux_test.go), the least a turn heard from the masters
-// can cost, does, and so does the pub/sub line oracle, the least when the
-// holder also learns its successor from the masters. Run it with -benchtime Nx (every run starts 8
-// processes):
+// can cost, does, and so does the pub/sub line oracle, which also keeps
+// its line of waiters through the masters, as redlock does. Run it with
+// -benchtime Nx (every run starts 8 processes):
 //
 //	cd bench/peers && go test -run '^$' -bench ContendedProcesses -benchtime 3000x .
 //
@@ -110,10 +110,7 @@ func BenchmarkContendedProcesses(b *testing.B) {
 // locker's.
 func sampleWidth(servers []*redistest.Server, key string) func() (float64, int64) {
 	const widthEvery = 10 * time.Millisecond
-	admins := make([]*redis.Client, len(servers))
-	for i, s := range servers {
-		admins[i] = s.Client(nil)
-	}
+	admins := redistest.Clients(servers)
 	stop, done := make(chan struct{}), make(chan struct{})
 	var sum, samples, gets int64
 	go func() {
@@ -154,9 +151,6 @@ func sampleWidth(servers []*redistest.Server, key string) func() (float64, int64
 	return func() (float64, int64) {
 		close(stop)
 		<-done
-		for _, a := range admins {
-			_ = a.Close()
-		}
 		if samples == 0 {
 			return 0, gets
 		}

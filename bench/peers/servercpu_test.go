@@ -170,10 +170,7 @@ func freed(cmds []redis.Cmder, pairs int) error {
 // serversCPU returns a function that tells the servers' main threads' CPU
 // since it was called, in seconds.
 func serversCPU(b *testing.B, servers []*redistest.Server) func() float64 {
-	admins := make([]*redis.Client, len(servers))
-	for i, s := range servers {
-		admins[i] = s.Client(nil)
-	}
+	admins := redistest.Clients(servers)
 	sum := func() float64 {
 		var t float64
 		for _, a := range admins {

@@ -172,10 +172,7 @@ func benchContended(b *testing.B, servers []*redistest.Server, shared bool, opts
 	const hold = time.Millisecond
 	clients := benchClients(b, servers)
 	cmds := countCommands(clients)
-	admins := make([]*redis.Client, len(servers))
-	for i, s := range servers {
-		admins[i] = s.Client(nil)
-	}
+	admins := redistest.Clients(servers)
 	subs := func() int64 {
 		var n int64
 		for _, a := range admins {
@@ -302,10 +299,7 @@ func benchParallel(b *testing.B, servers []*redistest.Server, opts ...Option) {
 		b.Fatal(err)
 	}
 	defer c.Close()
-	admins := make([]*redis.Client, len(servers))
-	for i, s := range servers {
-		admins[i] = s.Client(nil)
-	}
+	admins := redistest.Clients(servers)
 	var next atomic.Int64
 	srv0 := serverCommands(b, admins)
 	b.ReportAllocs()

@@ -185,6 +185,16 @@ func (s *Server) Client(opt *redis.Options) *redis.Client {
 	return c
 }
 
+// Clients returns Client(nil) of each of servers, in their order: an
+// admin's view of every master.
+func Clients(servers []*Server) []*redis.Client {
+	cs := make([]*redis.Client, len(servers))
+	for i, s := range servers {
+		cs[i] = s.Client(nil)
+	}
+	return cs
+}
+
 func (s *Server) signal(sig syscall.Signal) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
