@@ -736,6 +736,29 @@ func TestHandOffRoundDoesNotRaceTheWaitersExtend(t *testing.T) {
 // goroutines pass the lock among themselves by hand-off never left the key
 // free, and another Client's Lock starved. Without notices there is no
 // hand-off, and the next local waiter backs off before its first attempt.
+// Without notices a Client cannot hear another Client's waiter, which
+// only polls: an Unlock releases the key even with a local waiter queued
+// (I12), never hands it over.
+func TestWithoutNoticesAnUnlockReleasesPastALocalWaiter(t *testing.T) {
+	m := newMinis(t, 5, nil)
+	a := m.client(WithoutNotices())
+	l, err := a.Lock(bg, "k", time.Minute) // it holds the Client's turn for k
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(bg, scaled(5*time.Second))
+	defer cancel()
+	res := lockInBackground(ctx, a, "k")
+	queued(t, a, "k", 1)
+	if err := l.Unlock(bg); err != nil {
+		t.Fatal(err)
+	}
+	awaitLock(t, res, "the local waiter")
+	if n := a.cfg.test.handOffs.Load(); n != 0 {
+		t.Fatalf("a Client without notices handed %d locks over to its own waiters; want a release", n)
+	}
+}
+
 func TestWithoutNoticesOneClientDoesNotStarveAnother(t *testing.T) {
 	m := newMinis(t, 5, nil)
 	a := m.client(WithoutNotices())

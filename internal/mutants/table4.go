@@ -229,7 +229,7 @@ var table4 = []mutant{
 		file:    "internal/core/plan.go",
 		from:    "	return singleKey && noticesOn && now.Before(until)\n",
 		to:      "	return singleKey && now.Before(until)\n",
-		killers: "TestWithoutNoticesOneClientDoesNotStarveAnother",
+		killers: "TestWithoutNoticesAnUnlockReleasesPastALocalWaiter|TestWithoutNoticesOneClientDoesNotStarveAnother",
 	},
 	{
 		name:    "local-waiter-first-past-a-polling-client",
