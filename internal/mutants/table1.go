@@ -64,14 +64,14 @@ var table1 = []mutant{
 		file:    "internal/core/tally.go",
 		from:    "		if m.reported && m.born.Before(born.Add(-t.slack)) {\n",
 		to:      "		if false && m.reported && m.born.Before(born.Add(-t.slack)) {\n",
-		killers: "TestProtocolModel",
+		killers: "TestProtocolModel/guard",
 	},
 	{
 		name:    "core-extend-shortens-the-key",
 		file:    "internal/model/master.go",
 		from:    "var shortens = false",
 		to:      "var shortens = true",
-		killers: "TestProtocolModel",
+		killers: "TestProtocolModel/extend",
 	},
 	{
 		name:    "model-master-repairs-any-missing-key",
