@@ -1549,7 +1549,7 @@ func TestAWaiterRepeatsItsWantAfterItsSubscriptionsDropped(t *testing.T) {
 func TestAWantCopyThatLandsAfterItsHandOffIsWithdrawn(t *testing.T) {
 	r := startReal(t, 5)
 	h := r.client()
-	slowPub := &publishDelay{delay: scaled(500 * time.Millisecond), started: make(chan struct{}, 1)}
+	slowPub := &publishDelay{gate: make(chan struct{}), started: make(chan struct{}, 1)}
 	nodes := make([]redis.UniversalClient, len(r.servers))
 	for i, s := range r.servers {
 		c := s.Client(&redis.Options{ClientName: "waiter"})
@@ -1561,6 +1561,8 @@ func TestAWantCopyThatLandsAfterItsHandOffIsWithdrawn(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = w.Close() })
+	openGate := sync.OnceFunc(func() { close(slowPub.gate) })
+	t.Cleanup(openGate) // before w.Close, which waits for the gated PUBLISH
 	hearNotices(t, r, w, func(_ int, m *redis.Message) { slowPub.record(m.Payload) })
 
 	holder := holding(t, h)
@@ -1581,6 +1583,15 @@ func TestAWantCopyThatLandsAfterItsHandOffIsWithdrawn(t *testing.T) {
 		t.Fatalf("the waiter: %v", got.err)
 	}
 	defer func() { _ = got.l.Unlock(bg) }()
+	// The copy lands once the served want's withdrawal was heard: then only
+	// a withdrawal of the copy itself can follow it.
+	within(t, scaled(5*time.Second), "the served want's withdrawal", func() bool {
+		for !slowPub.withdrawnAfterHanded(token) {
+			time.Sleep(time.Millisecond) // the subscribers' goroutines give no signal
+		}
+		return true
+	})
+	openGate()
 	settle(w) // the copy, and whatever follows it
 	within(t, scaled(5*time.Second), "a withdrawal after the late copy", func() bool {
 		for !slowPub.withdrawnAfterCopy(token) {
@@ -1617,6 +1628,7 @@ func hearNotices(t *testing.T, r *realNodes, w *Client, f func(master int, m *re
 type publishDelay struct {
 	on      atomic.Bool
 	delay   time.Duration
+	gate    chan struct{} // if not nil, a delayed PUBLISH waits for it to close instead
 	started chan struct{} // receives when a delayed PUBLISH starts
 
 	mu      sync.Mutex
@@ -1632,7 +1644,11 @@ func (p *publishDelay) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 			case p.started <- struct{}{}:
 			default:
 			}
-			time.Sleep(p.delay) // the network's slowness, not a synchronisation
+			if p.gate != nil {
+				<-p.gate
+			} else {
+				time.Sleep(p.delay) // the network's slowness, not a synchronisation
+			}
 		}
 		return next(ctx, cmd)
 	}
@@ -1646,6 +1662,27 @@ func (p *publishDelay) record(payload string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.notices = append(p.notices, payload)
+}
+
+// withdrawnAfterHanded reports whether a withdrawal of token's want was
+// heard after the key was handed to it.
+func (p *publishDelay) withdrawnAfterHanded(token string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	handed := false
+	for _, m := range p.notices {
+		f := strings.Fields(m)
+		if len(f) != 4 || f[2] != token {
+			continue
+		}
+		switch {
+		case f[0] == script.HandedNotice:
+			handed = true
+		case f[0] == script.WantedNotice && f[3] == "0" && handed:
+			return true
+		}
+	}
+	return false
 }
 
 // withdrawnAfterCopy reports whether a withdrawal of token's want was heard
