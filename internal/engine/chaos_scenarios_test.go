@@ -787,9 +787,8 @@ func fenceHolder(ctx context.Context, s *scenario, c *Client, name string, rng *
 			n.paused.Add(1)
 			// The pause itself: past Until by half a TTL at least, so that
 			// the keys expired and a waiter (whose backoff is the library's,
-			// not scaled) usually took the key and wrote meanwhile; by less,
-			// a run's dozen pauses could all end before anyone overtook
-			// them, and test no refusal.
+			// not scaled) usually took the key and wrote meanwhile, and the
+			// store's refusal of the late write is exercised.
 			time.Sleep(time.Until(l.Until()) + ttl/2 + time.Duration(rng.Int64N(int64(ttl/2))))
 			if _, err := l.Fence(bg); !errors.Is(err, ErrNotHeld) {
 				s.t.Errorf("%s: Fence past Until: %v, want ErrNotHeld", holder, err)

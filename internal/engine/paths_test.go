@@ -732,10 +732,6 @@ func TestHandOffRoundDoesNotRaceTheWaitersExtend(t *testing.T) {
 	}
 }
 
-// Found by the second adversarial review: with notices off, a Client whose
-// goroutines pass the lock among themselves by hand-off never left the key
-// free, and another Client's Lock starved. Without notices there is no
-// hand-off, and the next local waiter backs off before its first attempt.
 // Without notices a Client cannot hear another Client's waiter, which
 // only polls: an Unlock releases the key even with a local waiter queued
 // (I12), never hands it over.
@@ -759,6 +755,10 @@ func TestWithoutNoticesAnUnlockReleasesPastALocalWaiter(t *testing.T) {
 	}
 }
 
+// Without notices, a Client whose goroutines contend for a key leaves it
+// free between their turns (no hand-off, and the next local waiter backs
+// off before its first attempt), so another Client's Lock, which only
+// polls, gets it.
 func TestWithoutNoticesOneClientDoesNotStarveAnother(t *testing.T) {
 	m := newMinis(t, 5, nil)
 	a := m.client(WithoutNotices())

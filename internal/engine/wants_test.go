@@ -206,12 +206,20 @@ func releasedWithoutHandOff(t *testing.T, r *realNodes, h *Client, holder *Lock,
 // the test.
 func hookedClient(t *testing.T, r *realNodes, hook redis.Hook, nodes []int, opts ...Option) *Client {
 	t.Helper()
+	return hooksClient(t, r, []redis.Hook{hook}, nodes, opts...)
+}
+
+// hooksClient is hookedClient with several hooks, added in their order.
+func hooksClient(t *testing.T, r *realNodes, hooks []redis.Hook, nodes []int, opts ...Option) *Client {
+	t.Helper()
 	clients := make([]redis.UniversalClient, len(r.servers))
 	for i, s := range r.servers {
 		clients[i] = s.Client(nil)
 	}
 	for _, i := range nodes {
-		clients[i].AddHook(hook)
+		for _, h := range hooks {
+			clients[i].AddHook(h)
+		}
 	}
 	c, err := New(clients, opts...)
 	if err != nil {
@@ -503,23 +511,13 @@ func TestCloseReleasesServedWantsOnlyOnceTheirWithdrawalsLanded(t *testing.T) {
 	var served atomic.Value // the served want's token, once Close releases it
 	served.Store("")
 	var released atomic.Int32 // Close's releases of it that answered
-	clients := make([]redis.UniversalClient, len(r.servers))
-	for i, s := range r.servers {
-		clients[i] = s.Client(nil)
-		clients[i].AddHook(slowPub)
-		clients[i].AddHook(&scriptHook{script: script.Release, match: func(argv []any) bool {
-			w := served.Load().(string)
-			return w != "" && slices.ContainsFunc(argv, func(a any) bool { return fmt.Sprint(a) == w })
-		}, after: func(context.Context) error {
-			released.Add(1)
-			return nil
-		}})
-	}
-	b, err := New(clients)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = b.Close() })
+	b := hooksClient(t, r, []redis.Hook{slowPub, &scriptHook{script: script.Release, match: func(argv []any) bool {
+		w := served.Load().(string)
+		return w != "" && slices.ContainsFunc(argv, func(a any) bool { return fmt.Sprint(a) == w })
+	}, after: func(context.Context) error {
+		released.Add(1)
+		return nil
+	}}}, []int{0, 1, 2, 3, 4})
 	const ttl = 10 * time.Second
 	w := missedWithdrawal(t, r, h, b, c, deaf, ttl)
 	l, err := c.Lock(bg, "k", ttl) // c holds the key as b closes
@@ -1667,27 +1665,19 @@ func (p *publishDelay) record(payload string) {
 // withdrawnAfterHanded reports whether a withdrawal of token's want was
 // heard after the key was handed to it.
 func (p *publishDelay) withdrawnAfterHanded(token string) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	handed := false
-	for _, m := range p.notices {
-		f := strings.Fields(m)
-		if len(f) != 4 || f[2] != token {
-			continue
-		}
-		switch {
-		case f[0] == script.HandedNotice:
-			handed = true
-		case f[0] == script.WantedNotice && f[3] == "0" && handed:
-			return true
-		}
-	}
-	return false
+	return p.withdrawnAfter(token, false)
 }
 
 // withdrawnAfterCopy reports whether a withdrawal of token's want was heard
 // after its last copy that was heard after the key was handed to it.
 func (p *publishDelay) withdrawnAfterCopy(token string) bool {
+	return p.withdrawnAfter(token, true)
+}
+
+// withdrawnAfter reports whether a withdrawal of token's want was heard
+// after the key was handed to it and, if afterCopy, after a copy of the
+// want heard since.
+func (p *publishDelay) withdrawnAfter(token string, afterCopy bool) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	handed, copied := false, false
@@ -1701,7 +1691,7 @@ func (p *publishDelay) withdrawnAfterCopy(token string) bool {
 			handed, copied = true, false
 		case f[0] == script.WantedNotice && f[3] != "0" && handed:
 			copied = true
-		case f[0] == script.WantedNotice && f[3] == "0" && copied:
+		case f[0] == script.WantedNotice && f[3] == "0" && handed && (copied || !afterCopy):
 			return true
 		}
 	}
